@@ -1,0 +1,61 @@
+/* common.h: what every gice module may use: status codes, logging, atomics, time, futex.
+ * Depends on nothing else in gice. */
+#ifndef GICE_COMMON_H
+#define GICE_COMMON_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/gice_status.h"
+
+#define GICE_CACHELINE 64
+#define GICE_ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((uint64_t)(a) - 1))
+#define GICE_ALIGN_DOWN(x, a) ((x) & ~((uint64_t)(a) - 1))
+#define GICE_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define GICE_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define GICE_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define gice_likely(x) __builtin_expect(!!(x), 1)
+#define gice_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- logging: GICE_LOG_LEVEL=error|warn|info|debug|trace, GICE_LOG_SUBSYS=tm,ct,... ---- */
+enum { GICE_LOG_ERROR, GICE_LOG_WARN, GICE_LOG_INFO, GICE_LOG_DEBUG, GICE_LOG_TRACE };
+
+int gice_log_enabled(int level, const char *subsys);
+void gice_log_write(int level, const char *subsys, const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+#define gice_log(level, subsys, ...)                                                   \
+	do {                                                                           \
+		if (gice_log_enabled(level, subsys))                                   \
+			gice_log_write(level, subsys, __FILE__, __LINE__, __VA_ARGS__); \
+	} while (0)
+#define gice_error(subsys, ...) gice_log(GICE_LOG_ERROR, subsys, __VA_ARGS__)
+#define gice_warn(subsys, ...) gice_log(GICE_LOG_WARN, subsys, __VA_ARGS__)
+#define gice_info(subsys, ...) gice_log(GICE_LOG_INFO, subsys, __VA_ARGS__)
+#define gice_debug(subsys, ...) gice_log(GICE_LOG_DEBUG, subsys, __VA_ARGS__)
+#define gice_trace(subsys, ...) gice_log(GICE_LOG_TRACE, subsys, __VA_ARGS__)
+
+/* ---- time ---- */
+uint64_t gice_now_ns(void); /* CLOCK_MONOTONIC */
+
+static inline void gice_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* ---- futex on shared (not process-private) words: wakes cross processes ---- */
+/* Sleep while *word == expected, at most timeout_ns (UINT64_MAX: forever). Returns 0 on wake or
+ * value change, GICE_ERR_TIMED_OUT on timeout. Spurious wake-ups are possible. */
+int gice_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ns);
+/* Wake up to n sleepers on word. */
+void gice_futex_wake(_Atomic uint32_t *word, int n);
+
+/* ---- random ---- */
+uint64_t gice_random_u64(void); /* getrandom(2); used for memory keys and job secrets */
+
+#endif

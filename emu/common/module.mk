@@ -1,0 +1,1 @@
+LIB_SRCS += emu/common/common.c emu/common/config.c

@@ -1,0 +1,57 @@
+/* sm_threads.h: the SMs of one device — S worker threads that run kernel blocks — and streams,
+ * in-order queues of kernels, waits on counters and counter writes, each driven by its own
+ * command-processor thread (so a kernel behind a stream wait starts when the counter arrives,
+ * with no host thread polling).
+ *
+ * A kernel is a C function run once per block of its grid on some SM thread. Blocks of one
+ * kernel may run concurrently on different SMs; a block that waits (on a signal) holds its SM,
+ * as on a GPU: a grid whose blocks wait on each other needs at most S blocks.
+ * Idle SM and stream threads sleep on futexes (spin GICE_SMT_SPIN_US first).
+ */
+#ifndef GICE_SM_THREADS_H
+#define GICE_SM_THREADS_H
+
+#include <stdint.h>
+
+#include "emu/common/common.h"
+#include "emu/common/config.h"
+#include "emu/triggermem/triggermem.h"
+
+typedef struct smt_dev smt_dev_t;
+typedef struct smt_stream smt_stream_t;
+
+/* fn(arg, block, nblocks, sm): run one block. */
+typedef void (*smt_block_fn)(void *arg, uint32_t block, uint32_t nblocks, uint32_t sm);
+
+/* Start n_sms SM threads (named "gice-d<dev>-sm<i>"). tm: the device's trigger memory, used by
+ * stream waits and writes. */
+int smt_create(uint32_t n_sms, uint32_t dev_index, tm_region_t *tm, smt_dev_t **out);
+/* Stops the threads after the work queued on every stream has run. */
+void smt_destroy(smt_dev_t *d);
+uint32_t smt_num_sms(const smt_dev_t *d);
+
+int smt_stream_create(smt_dev_t *d, smt_stream_t **out);
+/* Waits for the stream's queued work (at most timeout_ns, then GICE_ERR_TIMED_OUT and the
+ * stream is left alive); GICE_OK when it was idle. */
+int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns);
+
+/* Enqueue (asynchronous; returns at once). launch: run fn on nblocks blocks (>=1); arg is
+ * passed as is and must stay valid until the kernel ends; on_done(arg) (may be NULL) runs after
+ * the last block, on the stream thread (lets the caller free arg).
+ * wait_value: the stream stalls until cmp(counter, value) holds; past timeout_ns the wait fails
+ * with GICE_ERR_TIMED_OUT (logged with counter, value expected and found) and the stream's sticky
+ * error is set; later work on that stream is skipped. write_value: set or add to a counter
+ * (add != 0) when the stream reaches it.
+ * GICE_ERR_NO_MEMORY if the stream's command queue (GICE_SMT_STREAM_DEPTH) is full. */
+int smt_launch(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, void (*on_done)(void *arg));
+int smt_wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns);
+int smt_write_value(smt_stream_t *s, uint32_t counter, uint64_t value, int add);
+
+/* Host: wait until everything enqueued so far on s has run. Returns GICE_OK, the stream's sticky
+ * error (first failure; cleared by this call), or GICE_ERR_TIMED_OUT after timeout_ns. */
+int smt_stream_sync(smt_stream_t *s, uint64_t timeout_ns);
+
+/* GICE_SMS, GICE_SMT_SPIN_US, GICE_SMT_STREAM_DEPTH. */
+extern const gice_param_t smt_params[];
+
+#endif

@@ -1,0 +1,110 @@
+/* triggermem.h: trigger memory of one device — counters, CT doorbells and CT request queues in
+ * one memfd-backed shared region that other processes may map.
+ *
+ * A *counter* is one cache line holding a 64-bit success count (the trigger word), a failure
+ * count, the last status and a timestamp. A trigger word and a completion record are both
+ * counters, so a completion can trigger another operation (chaining). Every write bumps the
+ * counter's futex word and wakes sleepers; if a CT watches the counter, the write also sets the
+ * counter's bit in that CT's dirty bitmap and rings the CT's doorbell.
+ *
+ * Layout (offsets, never pointers; see tm_layout_t): header | counters | doorbells | dirty
+ * bitmaps | request queues. Futexes are shared (not FUTEX_PRIVATE): waits work across processes.
+ * Thread safety: every tm_counter_* and tm_queue_push call is safe from any thread or process;
+ * tm_queue_pop and tm_dirty_take are for the single CT that owns the queue / bitmap.
+ */
+#ifndef GICE_TRIGGERMEM_H
+#define GICE_TRIGGERMEM_H
+
+#include <stdint.h>
+
+#include "emu/common/common.h"
+#include "emu/common/config.h"
+
+#define TM_MAX_CTS 32          /* watch mask is 32 bits */
+#define TM_SLOT_BYTES 128      /* one request queue slot */
+#define TM_REQ_MAX_BYTES 120   /* payload of a slot; the last 8 bytes are the slot sequence */
+#define TM_NONE UINT32_MAX     /* "no counter" */
+
+typedef struct tm_region tm_region_t; /* process-local handle */
+
+typedef struct {
+	uint32_t n_counters;  /* counters, multiple of 64, >= 64 */
+	uint32_t n_cts;       /* doorbells, dirty bitmaps and request queues, 1..TM_MAX_CTS */
+	uint32_t queue_depth; /* slots per request queue, power of two */
+} tm_layout_t;
+
+typedef enum { TM_CMP_EQ, TM_CMP_NE, TM_CMP_GT, TM_CMP_GE, TM_CMP_LT, TM_CMP_LE } tm_cmp_t;
+
+typedef struct {
+	uint64_t value;  /* success count */
+	uint64_t fail;   /* failure count */
+	int32_t status;  /* last status recorded (GICE_OK if none failed) */
+	uint64_t ts_ns;  /* CLOCK_MONOTONIC time of the last change */
+} tm_counter_state_t;
+
+/* Region life cycle. create: new memfd of the given layout, zeroed, header written; name shows
+ * in /proc/PID/fd. attach: map a region created elsewhere (fd from another process), checking
+ * magic, version and size: GICE_ERR_INVALID with the values found otherwise. */
+int tm_region_create(const tm_layout_t *layout, const char *name, tm_region_t **out);
+int tm_region_attach(int fd, tm_region_t **out);
+void tm_region_destroy(tm_region_t *r);
+int tm_region_fd(const tm_region_t *r);
+const tm_layout_t *tm_region_layout(const tm_region_t *r);
+
+/* Counter ids are allocated by the process that created the region. Ids 0..n_cts-1 are reserved:
+ * counter c is "retired tickets of queue c" (see tm_queue_push). alloc: GICE_ERR_NO_MEMORY when
+ * all are in use (message names n_counters). free: GICE_ERR_INVALID on a free or reserved id. */
+int tm_counter_alloc(tm_region_t *r, uint32_t *id);
+int tm_counter_free(tm_region_t *r, uint32_t id);
+
+/* Writes. add/set change the success count; fail adds one failure and records status. All
+ * bump the futex word, wake waiters, and notify watching CTs. id must be valid (not checked on
+ * this path beyond an assert). */
+void tm_counter_add(tm_region_t *r, uint32_t id, uint64_t v);
+void tm_counter_set(tm_region_t *r, uint32_t id, uint64_t v);
+void tm_counter_fail(tm_region_t *r, uint32_t id, int status);
+/* Set value, failure count and status back to zero/GICE_OK (host set-up only). */
+void tm_counter_reset(tm_region_t *r, uint32_t id);
+
+/* Reads. */
+uint64_t tm_counter_read(const tm_region_t *r, uint32_t id);
+void tm_counter_get(const tm_region_t *r, uint32_t id, tm_counter_state_t *st);
+/* Wraparound-safe comparison of a counter value with v (GE/GT/LE/LT use the sign of the
+ * 64-bit difference, as NCCL GIN and Portals do). */
+int tm_cmp_ok(uint64_t value, tm_cmp_t cmp, uint64_t v);
+
+/* Wait until cmp(value, v) holds: spin spin_ns, then sleep on the counter's futex.
+ * Returns GICE_OK, or the counter's last status if its failure count is non-zero
+ * (a failure ends every wait, as PtlCTWait does), or GICE_ERR_TIMED_OUT after timeout_ns
+ * (UINT64_MAX: no timeout). *found (may be NULL) gets the last value seen in every case. */
+int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns,
+		    uint64_t spin_ns, uint64_t *found);
+
+/* Watching: CT ct wants to hear about writes to counter id (it has armed work on it). */
+void tm_counter_watch(tm_region_t *r, uint32_t id, uint32_t ct, int on);
+
+/* CT side: take up to max dirty counter ids of CT ct (clearing their bits). Returns the count. */
+uint32_t tm_dirty_take(tm_region_t *r, uint32_t ct, uint32_t *ids, uint32_t max);
+/* Mark a counter dirty for ct and ring its doorbell (used when arming an already-due counter). */
+void tm_dirty_mark(tm_region_t *r, uint32_t ct, uint32_t id);
+
+/* Doorbells, one per CT. ring: bump the sequence and wake the CT if it sleeps. The CT reads the
+ * sequence, looks for work, and if there is none sleeps while the sequence is unchanged:
+ * tm_doorbell_sleep returns at a ring, at timeout_ns (GICE_ERR_TIMED_OUT) or spuriously. */
+void tm_doorbell_ring(tm_region_t *r, uint32_t ct);
+uint32_t tm_doorbell_seq(const tm_region_t *r, uint32_t ct);
+int tm_doorbell_sleep(tm_region_t *r, uint32_t ct, uint32_t seen_seq, uint64_t timeout_ns);
+
+/* Request queue of CT ct: bounded multi-producer, single-consumer ring of TM_SLOT_BYTES slots.
+ * push copies len (<= TM_REQ_MAX_BYTES) bytes, sets *ticket to the slot's ticket (queue order,
+ * starting at 0) and rings the doorbell. It never blocks: GICE_ERR_AGAIN when the queue is full.
+ * pop copies the head request into buf (TM_REQ_MAX_BYTES) and sets *ticket; returns 1, or 0 when
+ * empty. prod: tickets handed out so far (for quiet: wait until counter ct reaches it). */
+int tm_queue_push(tm_region_t *r, uint32_t ct, const void *req, uint32_t len, uint64_t *ticket);
+int tm_queue_pop(tm_region_t *r, uint32_t ct, void *buf, uint64_t *ticket);
+uint64_t tm_queue_prod(const tm_region_t *r, uint32_t ct);
+
+/* GICE_TM_* parameters. */
+extern const gice_param_t tm_params[];
+
+#endif

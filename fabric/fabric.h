@@ -1,0 +1,92 @@
+/* fabric.h: the link between devices. An endpoint sends and receives opaque packets (a header
+ * and a payload, at most max_packet bytes in all) to and from other endpoints named by address.
+ * Backends fill a fab_ops_t; the engine never sees which one it has.
+ *
+ * Backends: "ofi" (libfabric RDM endpoints; provider from GICE_FI_PROVIDER, default: the first of
+ * shm, tcp that opens). More later (NVLink plane).
+ *
+ * Thread safety: an endpoint is used by one thread at a time (the caller serializes: the CT
+ * engine holds its link lock). Per packet: no malloc, no lock; send copies into a pre-registered
+ * tx buffer, so the caller's buffers are reusable as soon as send returns.
+ */
+#ifndef GICE_FABRIC_H
+#define GICE_FABRIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "emu/common/common.h"
+#include "emu/common/config.h"
+
+#define FAB_ADDR_MAX 128 /* bytes of a raw endpoint address */
+
+typedef uint64_t fab_addr_t; /* handle of a peer inserted into an endpoint's address vector */
+typedef struct fab_ep fab_ep_t;
+
+typedef struct {
+	const char *provider; /* NULL: GICE_FI_PROVIDER, else first of "shm", "tcp" that opens */
+	size_t max_packet;    /* largest header+payload this endpoint must carry */
+	uint32_t tx_depth;    /* send buffers (0: GICE_FAB_TX_DEPTH) */
+	uint32_t rx_depth;    /* posted receive buffers (0: GICE_FAB_RX_DEPTH) */
+} fab_attr_t;
+
+enum { FAB_EV_RX = 1, FAB_EV_ERR = 2 };
+
+typedef struct {
+	int type;        /* FAB_EV_RX: a packet in buf/len; FAB_EV_ERR: a failed send or receive */
+	void *buf;       /* FAB_EV_RX: packet bytes, valid until fab_release(ep, buf) */
+	size_t len;
+	int status;      /* FAB_EV_ERR: GICE_ERR_* (provider error converted once, here) */
+	fab_addr_t peer; /* FAB_EV_ERR of a send: destination, when known; else UINT64_MAX */
+} fab_event_t;
+
+typedef struct {
+	const char *name;
+	int (*open)(const fab_attr_t *attr, fab_ep_t **out);
+	void (*close)(fab_ep_t *ep);
+	/* raw address of this endpoint, to hand to peers */
+	int (*getname)(fab_ep_t *ep, void *addr, size_t *len);
+	/* make a peer sendable; *out names it in send */
+	int (*insert)(fab_ep_t *ep, const void *addr, size_t len, fab_addr_t *out);
+	/* copy hdr and payload into one packet and post it; GICE_ERR_AGAIN when every tx buffer is
+	 * in flight (poll, then retry); GICE_ERR_INVALID when hlen+plen > max_packet */
+	int (*send)(fab_ep_t *ep, fab_addr_t dest, const void *hdr, size_t hlen, const void *payload,
+		    size_t plen);
+	/* progress: reap tx completions, return up to max received packets or errors */
+	int (*poll)(fab_ep_t *ep, fab_event_t *ev, int max);
+	/* give a received buffer back (reposted for receive) */
+	void (*release)(fab_ep_t *ep, void *buf);
+	/* fd that becomes readable when poll may have work, or -1 when the backend has none;
+	 * before sleeping on it call trywait: 0 means safe to sleep, GICE_ERR_AGAIN means poll first */
+	int (*wait_fd)(fab_ep_t *ep);
+	int (*trywait)(fab_ep_t *ep);
+} fab_ops_t;
+
+/* Every endpoint starts with this; backends embed it first. */
+struct fab_ep {
+	const fab_ops_t *ops;
+	char provider[32]; /* provider actually in use, e.g. "tcp;ofi_rxm" or "shm" */
+};
+
+int fab_open(const fab_attr_t *attr, fab_ep_t **out);
+
+static inline void fab_close(fab_ep_t *ep) { ep->ops->close(ep); }
+static inline int fab_getname(fab_ep_t *ep, void *addr, size_t *len) { return ep->ops->getname(ep, addr, len); }
+static inline int fab_insert(fab_ep_t *ep, const void *addr, size_t len, fab_addr_t *out)
+{
+	return ep->ops->insert(ep, addr, len, out);
+}
+static inline int fab_send(fab_ep_t *ep, fab_addr_t dest, const void *hdr, size_t hlen, const void *payload,
+			   size_t plen)
+{
+	return ep->ops->send(ep, dest, hdr, hlen, payload, plen);
+}
+static inline int fab_poll(fab_ep_t *ep, fab_event_t *ev, int max) { return ep->ops->poll(ep, ev, max); }
+static inline void fab_release(fab_ep_t *ep, void *buf) { ep->ops->release(ep, buf); }
+static inline int fab_wait_fd(fab_ep_t *ep) { return ep->ops->wait_fd(ep); }
+static inline int fab_trywait(fab_ep_t *ep) { return ep->ops->trywait(ep); }
+
+/* GICE_FI_PROVIDER, GICE_FAB_TX_DEPTH, GICE_FAB_RX_DEPTH. */
+extern const gice_param_t fab_params[];
+
+#endif
