@@ -21,7 +21,8 @@
 
 typedef struct hbm hbm_t;
 
-/* Arena of `bytes` (rounded up to a page) in a memfd named `name`. */
+/* Arena of `bytes` (rounded up to a page; 0: GICE_HBM_BYTES) in a memfd named `name`. The
+ * registration table has GICE_HBM_MAX_REGIONS slots. */
 int hbm_create(uint64_t bytes, const char *name, hbm_t **out);
 void hbm_destroy(hbm_t *h);
 void *hbm_base(const hbm_t *h);

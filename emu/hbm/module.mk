@@ -1,0 +1,2 @@
+LIB_SRCS += emu/hbm/hbm.c
+TESTS += test_hbm
