@@ -1,0 +1,2 @@
+LIB_SRCS += emu/triggermem/triggermem.c
+TESTS += test_triggermem
