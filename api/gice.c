@@ -1,0 +1,723 @@
+/* gice.c: the host and device API over the modules: a device is an HBM arena (hbm), trigger
+ * memory (triggermem), SM threads (sm_threads), CT threads (ct_engine) and a fabric endpoint. */
+#include "api/gice.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu/common/common.h"
+#include "emu/common/config.h"
+#include "emu/ct_engine/ct_engine.h"
+#include "emu/hbm/hbm.h"
+#include "emu/sm_threads/sm_threads.h"
+#include "emu/triggermem/triggermem.h"
+#include "fabric/fabric.h"
+
+static const gice_param_t api_params[] = {
+	{"GICE_TIMEOUT_MS", "10000", "default timeout of every wait (device waits, quiet, stream waits, syncs)",
+	 GICE_PARAM_U64, 1, 86400000},
+	{"GICE_WAIT_SPIN_US", "20", "microseconds a waiting kernel or host spins before sleeping on the futex",
+	 GICE_PARAM_U64, 0, 1000000},
+	{"GICE_MAX_DEVICES", "16", "devices one process may open", GICE_PARAM_U64, 1, 1024},
+	{NULL, NULL, NULL, 0, 0, 0},
+};
+
+struct gice_device {
+	uint32_t gid, index;
+	hbm_t *hbm;
+	tm_region_t *tm;
+	fab_ep_t *ep;
+	ct_engine_t *ct;
+	smt_dev_t *smt;
+	uint8_t *base;
+	uint64_t size;
+	uint32_t n_cts;
+	uint8_t addr[FAB_ADDR_MAX];
+	size_t addr_len;
+};
+
+struct gice_stream {
+	gice_device_t *dev;
+	smt_stream_t *s;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	int refs;
+	uint64_t timeout_ns, spin_ns, max_devices;
+	gice_device_t **devs;
+	uint32_t next_gid;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+int gice_init(void)
+{
+	uint64_t v[3];
+	int rc;
+
+	pthread_mutex_lock(&g.lock);
+	if (g.refs++) {
+		pthread_mutex_unlock(&g.lock);
+		return GICE_OK;
+	}
+	for (int i = 0; i < 3; i++)
+		if ((rc = gice_param_u64(&api_params[i], &v[i]))) {
+			g.refs = 0;
+			pthread_mutex_unlock(&g.lock);
+			return rc;
+		}
+	g.timeout_ns = v[0] * 1000000ull;
+	g.spin_ns = v[1] * 1000ull;
+	g.max_devices = v[2];
+	g.devs = calloc(g.max_devices, sizeof(*g.devs));
+	if (!g.devs) {
+		g.refs = 0;
+		pthread_mutex_unlock(&g.lock);
+		return GICE_ERR_NO_MEMORY;
+	}
+	pthread_mutex_unlock(&g.lock);
+	return GICE_OK;
+}
+
+int gice_finalize(void)
+{
+	pthread_mutex_lock(&g.lock);
+	if (g.refs == 0) {
+		pthread_mutex_unlock(&g.lock);
+		return GICE_ERR_INVALID;
+	}
+	if (--g.refs == 0) {
+		for (uint64_t i = 0; i < g.max_devices; i++)
+			if (g.devs[i])
+				gice_warn("api", "gice_finalize: device %u is still open", g.devs[i]->gid);
+		free(g.devs);
+		g.devs = NULL;
+	}
+	pthread_mutex_unlock(&g.lock);
+	return GICE_OK;
+}
+
+static uint64_t timeout_ns_of(uint64_t ms) { return ms ? ms * 1000000ull : g.timeout_ns; }
+
+/* ---------------------------------------------------------------- devices */
+
+static int param_u32(const gice_param_t *table, const char *name, uint32_t given, uint32_t *out)
+{
+	uint64_t v;
+	int rc;
+
+	if (given) {
+		*out = given;
+		return GICE_OK;
+	}
+	if ((rc = gice_param_u64(gice_param_find(table, name), &v)))
+		return rc;
+	*out = (uint32_t)v;
+	return GICE_OK;
+}
+
+int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
+{
+	gice_device_attr_t a = {0};
+	gice_device_t *d;
+	tm_layout_t lay;
+	uint64_t v;
+	char name[32];
+	int rc;
+
+	if (attr)
+		a = *attr;
+	if (!g.refs) {
+		gice_error("api", "gice_device_open before gice_init");
+		return GICE_ERR_INVALID;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return GICE_ERR_NO_MEMORY;
+	if ((rc = param_u32(ct_params, "GICE_CTS", a.n_cts, &d->n_cts)) ||
+	    (rc = param_u32(smt_params, "GICE_SMS", a.n_sms, &a.n_sms)) ||
+	    (rc = param_u32(tm_params, "GICE_COUNTERS", 0, &lay.n_counters)) ||
+	    (rc = param_u32(tm_params, "GICE_CT_QUEUE_DEPTH", 0, &lay.queue_depth)))
+		goto err_free;
+	if (!a.hbm_bytes) {
+		if ((rc = gice_param_u64(gice_param_find(hbm_params, "GICE_HBM_BYTES"), &v)))
+			goto err_free;
+		a.hbm_bytes = v;
+	}
+	lay.n_cts = d->n_cts;
+
+	pthread_mutex_lock(&g.lock);
+	for (d->index = 0; d->index < g.max_devices && g.devs[d->index]; d->index++)
+		;
+	if (d->index == g.max_devices) {
+		pthread_mutex_unlock(&g.lock);
+		gice_error("api", "all %llu devices (GICE_MAX_DEVICES) are open", (unsigned long long)g.max_devices);
+		rc = GICE_ERR_OVERFLOW;
+		goto err_free;
+	}
+	d->gid = g.next_gid++;
+	g.devs[d->index] = d; /* reserve the slot; peers are wired below */
+	pthread_mutex_unlock(&g.lock);
+
+	snprintf(name, sizeof(name), "gice-hbm-%u", d->gid);
+	if ((rc = hbm_create(a.hbm_bytes, name, &d->hbm)))
+		goto err_slot;
+	d->base = hbm_base(d->hbm);
+	d->size = hbm_size(d->hbm);
+	snprintf(name, sizeof(name), "gice-tm-%u", d->gid);
+	if ((rc = tm_region_create(&lay, name, &d->tm)))
+		goto err_hbm;
+	uint64_t mtu;
+	if ((rc = gice_param_u64(gice_param_find(ct_params, "GICE_MTU"), &mtu)))
+		goto err_tm;
+	fab_attr_t fa = {.provider = a.provider, .max_packet = 96 + mtu};
+	if ((rc = fab_open(&fa, &d->ep)))
+		goto err_tm;
+	d->addr_len = sizeof(d->addr);
+	if ((rc = fab_getname(d->ep, d->addr, &d->addr_len)))
+		goto err_ep;
+	ct_engine_attr_t ca = {.gid = d->gid, .index = d->index, .n_cts = d->n_cts, .hbm = d->hbm, .tm = d->tm,
+			       .ep = d->ep};
+	if ((rc = ct_engine_create(&ca, &d->ct)))
+		goto err_ep;
+	if ((rc = smt_create(a.n_sms, d->index, d->tm, &d->smt)))
+		goto err_ct;
+
+	/* wire peers both ways, including the device itself (loopback through its endpoint) */
+	pthread_mutex_lock(&g.lock);
+	for (uint64_t i = 0; i < g.max_devices && !rc; i++) {
+		gice_device_t *p = g.devs[i];
+		if (!p || (p != d && !p->smt))
+			continue;
+		rc = ct_peer_add(d->ct, p->gid, p->addr, p->addr_len);
+		if (!rc && p != d)
+			rc = ct_peer_add(p->ct, d->gid, d->addr, d->addr_len);
+	}
+	pthread_mutex_unlock(&g.lock);
+	if (rc)
+		goto err_smt;
+	gice_info("api", "device %u open: %u SMs, %u CTs, %llu bytes HBM, provider %s", d->gid, a.n_sms, d->n_cts,
+		  (unsigned long long)d->size, d->ep->provider);
+	*out = d;
+	return GICE_OK;
+
+err_smt:
+	smt_destroy(d->smt);
+	d->smt = NULL;
+err_ct:
+	ct_engine_destroy(d->ct);
+err_ep:
+	fab_close(d->ep);
+err_tm:
+	tm_region_destroy(d->tm);
+err_hbm:
+	hbm_destroy(d->hbm);
+err_slot:
+	pthread_mutex_lock(&g.lock);
+	g.devs[d->index] = NULL;
+	pthread_mutex_unlock(&g.lock);
+err_free:
+	free(d);
+	return rc;
+}
+
+int gice_device_close(gice_device_t *d)
+{
+	if (!d)
+		return GICE_ERR_INVALID;
+	smt_destroy(d->smt);
+	ct_engine_destroy(d->ct);
+	fab_close(d->ep);
+	tm_region_destroy(d->tm);
+	hbm_destroy(d->hbm);
+	pthread_mutex_lock(&g.lock);
+	g.devs[d->index] = NULL;
+	pthread_mutex_unlock(&g.lock);
+	free(d);
+	return GICE_OK;
+}
+
+uint32_t gice_device_id(const gice_device_t *d) { return d->gid; }
+const char *gice_device_provider(const gice_device_t *d) { return d->ep->provider; }
+
+/* ---------------------------------------------------------------- memory */
+
+static int dev_off(const gice_device_t *d, const void *ptr, uint64_t *off)
+{
+	uintptr_t p = (uintptr_t)ptr, b = (uintptr_t)d->base;
+
+	if (p < b || p - b >= d->size)
+		return GICE_ERR_UNREGISTERED;
+	*off = p - b;
+	return GICE_OK;
+}
+
+int gice_mem_alloc(gice_device_t *d, size_t size, void **ptr)
+{
+	uint64_t off;
+	int rc = hbm_alloc(d->hbm, size, 0, &off);
+
+	if (rc == GICE_OK)
+		*ptr = d->base + off;
+	return rc;
+}
+
+int gice_mem_free(gice_device_t *d, void *ptr)
+{
+	uint64_t off;
+
+	if (dev_off(d, ptr, &off)) {
+		gice_error("api", "gice_mem_free(%p): not in device %u memory", ptr, d->gid);
+		return GICE_ERR_INVALID;
+	}
+	return hbm_free(d->hbm, off);
+}
+
+int gice_mem_register(gice_device_t *d, void *ptr, size_t len, uint64_t *key)
+{
+	uint64_t off;
+
+	if (dev_off(d, ptr, &off)) {
+		gice_error("api", "gice_mem_register(%p, %zu): not in device %u memory", ptr, len, d->gid);
+		return GICE_ERR_INVALID;
+	}
+	return hbm_register(d->hbm, off, len, key);
+}
+
+int gice_mem_deregister(gice_device_t *d, uint64_t key) { return hbm_deregister(d->hbm, key); }
+
+/* ---------------------------------------------------------------- connections, counters */
+
+int gice_conn_open(gice_device_t *d, uint32_t peer_id, const gice_conn_attr_t *attr, gice_conn_t *conn)
+{
+	ct_conn_attr_t ca = {.peer_gid = peer_id, .qos = attr ? attr->qos : 0, .mtu = attr ? attr->mtu : 0};
+
+	return ct_conn_open(d->ct, &ca, conn);
+}
+
+int gice_conn_close(gice_device_t *d, gice_conn_t conn) { return ct_conn_close(d->ct, conn); }
+
+static int ctr_ok(const gice_device_t *d, gice_counter_t c)
+{
+	if (c >= d->n_cts && c < tm_region_layout(d->tm)->n_counters)
+		return 1;
+	gice_error("api", "counter %u is not a counter of device %u (valid %u..%u)", c, d->gid, d->n_cts,
+		   tm_region_layout(d->tm)->n_counters - 1);
+	return 0;
+}
+
+int gice_counter_alloc(gice_device_t *d, gice_counter_t *c) { return tm_counter_alloc(d->tm, c); }
+int gice_counter_free(gice_device_t *d, gice_counter_t c) { return tm_counter_free(d->tm, c); }
+
+uint64_t gice_counter_read(gice_device_t *d, gice_counter_t c)
+{
+	return ctr_ok(d, c) ? tm_counter_read(d->tm, c) : 0;
+}
+
+int gice_counter_get(gice_device_t *d, gice_counter_t c, gice_counter_state_t *st)
+{
+	tm_counter_state_t s;
+
+	if (!ctr_ok(d, c))
+		return GICE_ERR_INVALID;
+	tm_counter_get(d->tm, c, &s);
+	st->value = s.value;
+	st->fail = s.fail;
+	st->status = s.status;
+	st->ts_ns = s.ts_ns;
+	return GICE_OK;
+}
+
+int gice_counter_set(gice_device_t *d, gice_counter_t c, uint64_t v)
+{
+	if (!ctr_ok(d, c))
+		return GICE_ERR_INVALID;
+	tm_counter_set(d->tm, c, v);
+	return GICE_OK;
+}
+
+int gice_counter_add(gice_device_t *d, gice_counter_t c, uint64_t v)
+{
+	if (!ctr_ok(d, c))
+		return GICE_ERR_INVALID;
+	tm_counter_add(d->tm, c, v);
+	return GICE_OK;
+}
+
+int gice_counter_reset(gice_device_t *d, gice_counter_t c)
+{
+	if (!ctr_ok(d, c))
+		return GICE_ERR_INVALID;
+	tm_counter_reset(d->tm, c);
+	return GICE_OK;
+}
+
+static const char *const cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
+
+static int wait_counter(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ns,
+			uint64_t *found, const char *who)
+{
+	uint64_t seen = 0;
+	int rc;
+
+	if (!ctr_ok(d, c) || (unsigned)cmp > GICE_CMP_LE)
+		return GICE_ERR_INVALID;
+	rc = tm_counter_wait(d->tm, c, (tm_cmp_t)cmp, target, timeout_ns, g.spin_ns, &seen);
+	if (rc == GICE_ERR_TIMED_OUT)
+		gice_error("api", "%s on device %u counter %u timed out after %llu ms: expected value %s %llu, found %llu",
+			   who, d->gid, c, (unsigned long long)(timeout_ns / 1000000), cmp_names[cmp],
+			   (unsigned long long)target, (unsigned long long)seen);
+	if (found)
+		*found = seen;
+	return rc;
+}
+
+int gice_counter_wait(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ms,
+		      uint64_t *found)
+{
+	return wait_counter(d, c, cmp, target, timeout_ns_of(timeout_ms), found, "gice_counter_wait");
+}
+
+/* ---------------------------------------------------------------- operations */
+
+static int op_to_req(gice_device_t *d, const gice_op_t *op, ct_req_t *r)
+{
+	uint64_t off = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->counter = op->completion;
+	r->conn = (uint16_t)op->conn;
+	r->rkey = op->rkey;
+	r->roff = op->roff;
+	r->value = op->value;
+	r->compare = op->compare;
+	r->len = op->bytes;
+	r->sig_id = op->signal;
+	if (op->completion != GICE_NO_COUNTER && !ctr_ok(d, op->completion))
+		return GICE_ERR_INVALID;
+	switch (op->type) {
+	case GICE_OP_PUT:
+	case GICE_OP_GET:
+		r->op = op->type == GICE_OP_PUT ? CT_OP_PUT : CT_OP_GET;
+		if (op->bytes && dev_off(d, op->local, &off)) {
+			gice_error("api", "%s of %zu bytes: local buffer %p is not device %u memory",
+				   op->type == GICE_OP_PUT ? "put" : "get", op->bytes, op->local, d->gid);
+			return GICE_ERR_UNREGISTERED;
+		}
+		if (op->type == GICE_OP_PUT && op->signal != GICE_NO_COUNTER) {
+			r->flags |= CT_RF_SIGNAL;
+			if (op->signal_flags & GICE_SIGNAL_ADD)
+				r->flags |= CT_RF_SIG_ADD;
+			if (op->signal_flags & GICE_SIGNAL_STRONG)
+				r->flags |= CT_RF_STRONG;
+		}
+		break;
+	case GICE_OP_ATOMIC_ADD:
+	case GICE_OP_ATOMIC_CSWAP:
+		r->op = op->type == GICE_OP_ATOMIC_ADD ? CT_OP_AMO_FADD : CT_OP_AMO_CSWAP;
+		if (!op->local)
+			r->flags |= CT_RF_NO_RESULT;
+		else if (dev_off(d, op->local, &off)) {
+			gice_error("api", "atomic result %p is not device %u memory", op->local, d->gid);
+			return GICE_ERR_UNREGISTERED;
+		}
+		break;
+	case GICE_OP_COUNTER_ADD:
+	case GICE_OP_COUNTER_SET:
+		r->op = op->type == GICE_OP_COUNTER_ADD ? CT_OP_CTR_ADD : CT_OP_CTR_SET;
+		if (!ctr_ok(d, op->signal))
+			return GICE_ERR_INVALID;
+		break;
+	default:
+		gice_error("api", "unknown operation type %d", (int)op->type);
+		return GICE_ERR_INVALID;
+	}
+	r->src_off = off;
+	return GICE_OK;
+}
+
+/* Push a request into the connection's CT queue (the SM → CT path: memory and a doorbell). */
+static int push_req(gice_device_t *d, ct_req_t *r, const char *who)
+{
+	uint32_t ct = (r->op == CT_OP_CTR_ADD || r->op == CT_OP_CTR_SET || r->op == CT_OP_NOP)
+			      ? 0 : ct_for_conn(d->ct, r->conn);
+	uint64_t ticket, deadline = 0;
+	unsigned spins = 0;
+	int rc;
+
+	r->t_issue = gice_now_ns();
+	while ((rc = tm_queue_push(d->tm, ct, r, sizeof(*r), &ticket)) == GICE_ERR_AGAIN) {
+		/* queue full: the CT is behind; wait for room, not forever */
+		if (!deadline)
+			deadline = r->t_issue + g.timeout_ns;
+		if (gice_now_ns() > deadline) {
+			gice_error("api", "%s on device %u: CT %u request queue full for %llu ms", who, d->gid, ct,
+				   (unsigned long long)(g.timeout_ns / 1000000));
+			return GICE_ERR_TIMED_OUT;
+		}
+		if ((++spins & 15) == 0)
+			sched_yield();
+		else
+			gice_cpu_relax();
+	}
+	return rc;
+}
+
+int gice_post(gice_device_t *d, const gice_op_t *op)
+{
+	ct_req_t r;
+	int rc = op_to_req(d, op, &r);
+
+	return rc ? rc : push_req(d, &r, "gice_post");
+}
+
+int gice_arm(gice_device_t *d, gice_trigger_t trig, uint64_t threshold, uint64_t period, const gice_op_t *op,
+	     gice_desc_t *desc)
+{
+	ct_req_t r;
+	int rc;
+
+	if (!ctr_ok(d, trig))
+		return GICE_ERR_INVALID;
+	if ((rc = op_to_req(d, op, &r)))
+		return rc;
+	return ct_arm(d->ct, trig, threshold, period, &r, desc);
+}
+
+int gice_disarm(gice_device_t *d, gice_desc_t desc) { return ct_disarm(d->ct, desc); }
+
+static int quiet(gice_device_t *d, uint64_t timeout_ns, const char *who)
+{
+	uint64_t upto[TM_MAX_CTS];
+	int rc;
+
+	for (uint32_t c = 0; c < d->n_cts; c++)
+		upto[c] = tm_queue_prod(d->tm, c);
+	for (uint32_t c = 0; c < d->n_cts; c++) {
+		uint64_t seen;
+		/* counter c counts the retired tickets of CT c's queue */
+		rc = tm_counter_wait(d->tm, c, TM_CMP_GE, upto[c], timeout_ns, g.spin_ns, &seen);
+		if (rc) {
+			gice_error("api", "%s on device %u: CT %u has completed %llu of %llu operations after %llu ms",
+				   who, d->gid, c, (unsigned long long)seen, (unsigned long long)upto[c],
+				   (unsigned long long)(timeout_ns / 1000000));
+			return rc;
+		}
+	}
+	return GICE_OK;
+}
+
+int gice_device_quiet(gice_device_t *d, uint64_t timeout_ms) { return quiet(d, timeout_ns_of(timeout_ms), "gice_device_quiet"); }
+
+/* ---------------------------------------------------------------- device side */
+
+void gice_trigger_store(gice_kctx_t *k, gice_trigger_t t, uint64_t v)
+{
+	if (ctr_ok(k->dev, t))
+		tm_counter_set(k->dev->tm, t, v);
+}
+
+void gice_trigger_add(gice_kctx_t *k, gice_trigger_t t, uint64_t v)
+{
+	if (ctr_ok(k->dev, t))
+		tm_counter_add(k->dev->tm, t, v);
+}
+
+int gice_issue(gice_kctx_t *k, const gice_op_t *op)
+{
+	ct_req_t r;
+	int rc = op_to_req(k->dev, op, &r);
+
+	return rc ? rc : push_req(k->dev, &r, "device op");
+}
+
+int gice_put(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src, size_t bytes,
+	     gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn, .local = (void *)src, .bytes = bytes, .rkey = rkey,
+			.roff = roff, .signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_put_signal(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src,
+		    size_t bytes, gice_counter_t sig, uint64_t value, int signal_flags, gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn, .local = (void *)src, .bytes = bytes, .rkey = rkey,
+			.roff = roff, .value = value, .signal = sig, .signal_flags = signal_flags,
+			.completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_get(gice_kctx_t *k, gice_conn_t conn, void *dst, uint64_t rkey, uint64_t roff, size_t bytes,
+	     gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_GET, .conn = conn, .local = dst, .bytes = bytes, .rkey = rkey, .roff = roff,
+			.signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_atomic_fetch_add(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, uint64_t value,
+			  uint64_t *result, gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_ATOMIC_ADD, .conn = conn, .local = result, .rkey = rkey, .roff = roff,
+			.value = value, .signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_atomic_cswap(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, uint64_t compare,
+		      uint64_t value, uint64_t *result, gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_ATOMIC_CSWAP, .conn = conn, .local = result, .rkey = rkey, .roff = roff,
+			.value = value, .compare = compare, .signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_wait_until(gice_kctx_t *k, gice_counter_t c, gice_cmp_t cmp, uint64_t value, uint64_t timeout_us,
+		    uint64_t *found)
+{
+	return wait_counter(k->dev, c, cmp, value, timeout_us ? timeout_us * 1000ull : g.timeout_ns, found,
+			    "gice_wait_until");
+}
+
+int gice_fence(gice_kctx_t *k, gice_conn_t conn)
+{
+	ct_req_t r = {.op = CT_OP_FENCE, .conn = (uint16_t)conn, .counter = TM_NONE};
+
+	return push_req(k->dev, &r, "gice_fence");
+}
+
+int gice_quiet(gice_kctx_t *k) { return quiet(k->dev, g.timeout_ns, "gice_quiet"); }
+
+/* ---------------------------------------------------------------- streams */
+
+typedef struct {
+	gice_kernel_t fn;
+	gice_device_t *dev;
+	size_t size;
+	uint8_t args[];
+} launch_t;
+
+static void run_block(void *arg, uint32_t block, uint32_t nblocks, uint32_t sm)
+{
+	launch_t *l = arg;
+	gice_kctx_t k = {.block = block, .nblocks = nblocks, .sm = sm, .dev = l->dev};
+
+	l->fn(&k, l->size ? l->args : NULL);
+}
+
+int gice_stream_create(gice_device_t *d, gice_stream_t **out)
+{
+	gice_stream_t *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return GICE_ERR_NO_MEMORY;
+	s->dev = d;
+	if ((rc = smt_stream_create(d->smt, &s->s))) {
+		free(s);
+		return rc;
+	}
+	*out = s;
+	return GICE_OK;
+}
+
+int gice_stream_destroy(gice_stream_t *s)
+{
+	int rc = smt_stream_destroy(s->s, g.timeout_ns);
+
+	if (rc == GICE_OK)
+		free(s);
+	return rc;
+}
+
+int gice_launch(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const void *args, size_t args_size)
+{
+	launch_t *l;
+	int rc;
+
+	if (!kernel || !nblocks)
+		return GICE_ERR_INVALID;
+	l = malloc(sizeof(*l) + args_size);
+	if (!l)
+		return GICE_ERR_NO_MEMORY;
+	l->fn = kernel;
+	l->dev = s->dev;
+	l->size = args_size;
+	if (args_size)
+		memcpy(l->args, args, args_size);
+	if ((rc = smt_launch(s->s, run_block, l, nblocks, free)))
+		free(l);
+	return rc;
+}
+
+int gice_stream_wait_value(gice_stream_t *s, gice_counter_t c, gice_cmp_t cmp, uint64_t value, uint64_t timeout_ms)
+{
+	if (!ctr_ok(s->dev, c) || (unsigned)cmp > GICE_CMP_LE)
+		return GICE_ERR_INVALID;
+	return smt_wait_value(s->s, c, (tm_cmp_t)cmp, value, timeout_ns_of(timeout_ms));
+}
+
+int gice_stream_write_value(gice_stream_t *s, gice_counter_t c, uint64_t value, int add)
+{
+	if (!ctr_ok(s->dev, c))
+		return GICE_ERR_INVALID;
+	return smt_write_value(s->s, c, value, add);
+}
+
+int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms) { return smt_stream_sync(s->s, timeout_ns_of(timeout_ms)); }
+
+/* ---------------------------------------------------------------- introspection */
+
+int gice_device_stats(gice_device_t *d, gice_stats_t *st)
+{
+	ct_stats_t c;
+
+	ct_engine_stats(d->ct, &c);
+	st->tx_pkts = c.tx_pkts;
+	st->rx_pkts = c.rx_pkts;
+	st->tx_bytes = c.tx_bytes;
+	st->rx_bytes = c.rx_bytes;
+	st->ops_done = c.msgs_done;
+	st->ops_failed = c.msgs_failed;
+	st->nacks_sent = c.nacks_sent;
+	st->acks_sent = c.acks_sent;
+	st->rx_bad = c.rx_bad;
+	st->rx_dup = c.rx_dup;
+	st->rx_unknown_peer = c.rx_dropped_unknown_peer;
+	st->fired = c.fired;
+	st->tx_again = c.tx_again;
+	return GICE_OK;
+}
+
+uint32_t gice_device_trace(gice_device_t *d, gice_trace_t *out, uint32_t max)
+{
+	ct_trace_t tr[256];
+	uint32_t n = ct_trace_read(d->ct, tr, GICE_MIN(max, 256u));
+
+	for (uint32_t i = 0; i < n; i++) {
+		out[i].op = tr[i].op;
+		out[i].peer = tr[i].peer_gid;
+		out[i].bytes = tr[i].bytes;
+		out[i].t_issue = tr[i].t_issue;
+		out[i].t_pickup = tr[i].t_pickup;
+		out[i].t_first_tx = tr[i].t_first_tx;
+		out[i].t_complete = tr[i].t_complete;
+		out[i].status = tr[i].status;
+	}
+	return n;
+}
+
+void gice_config_list(gice_param_cb cb, void *arg)
+{
+	const gice_param_t *tables[] = {gice_common_params, api_params, smt_params, ct_params,
+					tm_params, hbm_params, fab_params};
+
+	for (size_t t = 0; t < GICE_ARRAY_SIZE(tables); t++)
+		for (const gice_param_t *p = tables[t]; p->name; p++) {
+			int set;
+			const char *v = gice_param_raw(p, &set);
+			cb(p->name, v, p->defval, set, p->help, arg);
+		}
+}

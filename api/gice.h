@@ -1,0 +1,223 @@
+/* gice.h: the gice host API — set-up of emulated GPUs ("devices"), their memory, connections,
+ * counters (trigger words and completion records), armed descriptors and streams — and the
+ * device API that kernels call (gice_device.h, included here).
+ *
+ * Two phases, as on the hardware: set up once on the host (may take milliseconds), then only
+ * trigger and complete: kernels write triggers or issue requests, Communication Tiles (CT engine
+ * threads) carry them out over libfabric, completions land in counters that the next kernel or
+ * stream waits on. The host does nothing per message.
+ *
+ * Every call returns a gice_status_t: GICE_OK (0) or a negative GICE_ERR_*; outputs are set only
+ * on success. Errors are also logged once, with the values involved (GICE_LOG_LEVEL).
+ */
+#ifndef GICE_H
+#define GICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gice_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gice_device gice_device_t;
+typedef struct gice_stream gice_stream_t;
+
+/* A counter is one cache line of trigger memory: a 64-bit success count (the trigger word),
+ * a failure count, the last status and a timestamp. Trigger words and completion records are
+ * both counters, so any completion can trigger further work. Ids are per device. */
+typedef uint32_t gice_counter_t;
+typedef gice_counter_t gice_trigger_t;
+typedef gice_counter_t gice_completion_t;
+#define GICE_NO_COUNTER UINT32_MAX
+
+typedef uint32_t gice_conn_t;  /* connection id, per device */
+typedef uint32_t gice_desc_t;  /* armed descriptor id, per device */
+
+typedef enum { GICE_CMP_EQ, GICE_CMP_NE, GICE_CMP_GT, GICE_CMP_GE, GICE_CMP_LT, GICE_CMP_LE } gice_cmp_t;
+
+typedef struct {
+	uint64_t value;  /* success count */
+	uint64_t fail;   /* failure count */
+	int32_t status;  /* last failure status, GICE_OK if none */
+	uint64_t ts_ns;  /* CLOCK_MONOTONIC time of the last change */
+} gice_counter_state_t;
+
+/* ---------------------------------------------------------------- library and devices */
+
+/* Read configuration (GICE_* variables; gice-info -c lists them). Reference counted; every
+ * successful gice_init needs one gice_finalize. GICE_ERR_CONFIG on a bad value. */
+int gice_init(void);
+int gice_finalize(void);
+
+typedef struct {
+	uint32_t n_sms;     /* SM worker threads; 0: GICE_SMS */
+	uint32_t n_cts;     /* CT engine threads; 0: GICE_CTS */
+	uint64_t hbm_bytes; /* device memory; 0: GICE_HBM_BYTES */
+	const char *provider; /* libfabric provider; NULL: GICE_FI_PROVIDER or auto */
+} gice_device_attr_t;
+
+/* Open an emulated GPU: HBM arena, trigger memory, SM threads, CT threads and a fabric endpoint.
+ * Every device already open in this process becomes its peer (addresses exchanged both ways).
+ * attr may be NULL. Errors: GICE_ERR_CONFIG, GICE_ERR_NO_MEMORY, GICE_ERR_FABRIC (no provider
+ * opens; message names the provider). */
+int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out);
+/* Stop the device's threads after queued stream work has run; pending operations complete with
+ * GICE_ERR_CANCELED. GICE_ERR_INVALID on NULL. */
+int gice_device_close(gice_device_t *dev);
+/* Global id of the device (what peers name in gice_conn_open). */
+uint32_t gice_device_id(const gice_device_t *dev);
+/* The fabric provider in use, e.g. "shm" or "tcp;ofi_rxm". */
+const char *gice_device_provider(const gice_device_t *dev);
+
+/* ---------------------------------------------------------------- memory */
+
+/* Allocate device memory (256-byte aligned) from the device's HBM arena. The pointer is valid
+ * in this process for kernels and the host. GICE_ERR_NO_MEMORY names the request and the free
+ * bytes; GICE_ERR_INVALID for size 0. */
+int gice_mem_alloc(gice_device_t *dev, size_t size, void **ptr);
+/* GICE_ERR_BUSY while any part is registered; GICE_ERR_INVALID if ptr is not an allocation. */
+int gice_mem_free(gice_device_t *dev, void *ptr);
+/* Register [ptr, ptr+len) of one allocation for remote access and as a local source/target of
+ * operations; returns a random 64-bit key that peers use to address it (offsets count from ptr).
+ * GICE_ERR_INVALID outside an allocation, GICE_ERR_OVERFLOW when the table is full. */
+int gice_mem_register(gice_device_t *dev, void *ptr, size_t len, uint64_t *key);
+/* GICE_ERR_BAD_KEY when key is not registered on dev. */
+int gice_mem_deregister(gice_device_t *dev, uint64_t key);
+
+/* ---------------------------------------------------------------- connections */
+
+typedef struct {
+	uint8_t qos;  /* QoS class 0 (most urgent) .. 3 */
+	uint32_t mtu; /* payload bytes per packet; 0: GICE_MTU */
+} gice_conn_attr_t;
+
+/* Open a connection context from dev to device peer_id (gice_device_id of the peer). Plain
+ * data, written once; operations name it by id. attr may be NULL. GICE_ERR_NOT_FOUND if the
+ * peer is unknown, GICE_ERR_INVALID on bad qos/mtu. */
+int gice_conn_open(gice_device_t *dev, uint32_t peer_id, const gice_conn_attr_t *attr, gice_conn_t *conn);
+int gice_conn_close(gice_device_t *dev, gice_conn_t conn);
+
+/* ---------------------------------------------------------------- counters */
+
+/* GICE_ERR_NO_MEMORY when all GICE_COUNTERS are in use. A new counter reads 0. */
+int gice_counter_alloc(gice_device_t *dev, gice_counter_t *ctr);
+int gice_counter_free(gice_device_t *dev, gice_counter_t ctr);
+#define gice_trigger_alloc gice_counter_alloc
+#define gice_completion_alloc gice_counter_alloc
+uint64_t gice_counter_read(gice_device_t *dev, gice_counter_t ctr);
+int gice_counter_get(gice_device_t *dev, gice_counter_t ctr, gice_counter_state_t *st);
+/* Host writes (set-up, tests). Writes wake waiters and may fire armed descriptors. */
+int gice_counter_set(gice_device_t *dev, gice_counter_t ctr, uint64_t value);
+int gice_counter_add(gice_device_t *dev, gice_counter_t ctr, uint64_t value);
+/* Zero value, failure count and status. */
+int gice_counter_reset(gice_device_t *dev, gice_counter_t ctr);
+/* Host wait until cmp(value, target) holds (wraparound-safe). GICE_ERR_TIMED_OUT after
+ * timeout_ms (0: GICE_TIMEOUT_MS); the counter's failure status if it records a failure.
+ * *found (may be NULL) gets the last value seen. */
+int gice_counter_wait(gice_device_t *dev, gice_counter_t ctr, gice_cmp_t cmp, uint64_t target,
+		      uint64_t timeout_ms, uint64_t *found);
+
+/* ---------------------------------------------------------------- operations and arming */
+
+typedef enum {
+	GICE_OP_PUT = 1,          /* bytes from local src to (rkey, roff) at the peer */
+	GICE_OP_GET = 2,          /* bytes from (rkey, roff) at the peer to local dst */
+	GICE_OP_ATOMIC_ADD = 3,   /* 64-bit fetch-add at (rkey, roff); old value to result */
+	GICE_OP_ATOMIC_CSWAP = 4, /* 64-bit compare-and-swap; old value to result */
+	GICE_OP_COUNTER_ADD = 5,  /* local counter += value (chaining) */
+	GICE_OP_COUNTER_SET = 6,  /* local counter = value */
+} gice_op_type_t;
+
+/* Signal flags: SET (default) or ADD, weak (default: applied when this put has landed) or
+ * STRONG (applied only after every earlier put to that peer has landed, as NCCL GIN). */
+enum { GICE_SIGNAL_SET = 0, GICE_SIGNAL_ADD = 1, GICE_SIGNAL_STRONG = 2 };
+
+typedef struct {
+	gice_op_type_t type;
+	gice_conn_t conn;          /* remote ops */
+	void *local;               /* put source, get destination, atomic result (NULL: discard) */
+	size_t bytes;              /* put/get */
+	uint64_t rkey, roff;       /* remote region key and offset */
+	uint64_t value;            /* signal value, atomic operand, counter value */
+	uint64_t compare;          /* compare-swap */
+	gice_counter_t signal;     /* put: remote signal counter, GICE_NO_COUNTER for none;
+				      counter ops: the local counter */
+	int signal_flags;          /* GICE_SIGNAL_* */
+	gice_completion_t completion; /* local completion counter or GICE_NO_COUNTER */
+} gice_op_t;
+
+/* Arm op to fire when trigger reaches threshold (wraparound-safe >=); equal thresholds fire in
+ * arming order; an already reached threshold fires at once. period > 0 re-arms at threshold +
+ * period after each firing (a persistent descriptor), 0 fires once.
+ * GICE_ERR_INVALID (bad counter, op or pointer), GICE_ERR_UNREGISTERED (local buffer outside
+ * device memory), GICE_ERR_OVERFLOW (GICE_CT_MAX_DESCS armed). */
+int gice_arm(gice_device_t *dev, gice_trigger_t trigger, uint64_t threshold, uint64_t period, const gice_op_t *op,
+	     gice_desc_t *desc);
+/* GICE_ERR_NOT_FOUND if the descriptor already fired (one-shot) or is unknown. */
+int gice_disarm(gice_device_t *dev, gice_desc_t desc);
+
+/* Host-issued operation (same path as a kernel's: through the CT's request queue). */
+int gice_post(gice_device_t *dev, const gice_op_t *op);
+/* Wait until every operation issued on dev so far (by kernels or the host) has completed.
+ * GICE_ERR_TIMED_OUT after timeout_ms (0: GICE_TIMEOUT_MS). */
+int gice_device_quiet(gice_device_t *dev, uint64_t timeout_ms);
+
+/* ---------------------------------------------------------------- streams and kernels */
+
+typedef struct gice_kctx gice_kctx_t;
+typedef void (*gice_kernel_t)(gice_kctx_t *ctx, void *args);
+
+int gice_stream_create(gice_device_t *dev, gice_stream_t **out);
+/* Waits (GICE_TIMEOUT_MS) for queued work; GICE_ERR_TIMED_OUT leaves it alive. */
+int gice_stream_destroy(gice_stream_t *s);
+/* Run kernel once per block of a grid of nblocks on the device's SMs, after the stream's
+ * earlier work. args_size bytes at args are copied. Asynchronous. GICE_ERR_INVALID for
+ * nblocks 0; GICE_ERR_NO_MEMORY when the stream queue is full. */
+int gice_launch(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const void *args, size_t args_size);
+/* The stream stalls until cmp(counter, value) holds — no host thread polls. Past timeout_ms
+ * (0: GICE_TIMEOUT_MS) the wait fails: gice_stream_sync returns GICE_ERR_TIMED_OUT. */
+int gice_stream_wait_value(gice_stream_t *s, gice_counter_t ctr, gice_cmp_t cmp, uint64_t value,
+			   uint64_t timeout_ms);
+/* Set (add = 0) or add to a counter when the stream reaches this point. */
+int gice_stream_write_value(gice_stream_t *s, gice_counter_t ctr, uint64_t value, int add);
+/* Wait for everything queued so far. GICE_OK, the first error of the stream's work since the
+ * last sync, or GICE_ERR_TIMED_OUT after timeout_ms (0: GICE_TIMEOUT_MS). */
+int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms);
+
+/* ---------------------------------------------------------------- introspection */
+
+typedef struct {
+	uint64_t tx_pkts, rx_pkts, tx_bytes, rx_bytes;
+	uint64_t ops_done, ops_failed, nacks_sent, acks_sent;
+	uint64_t rx_bad, rx_dup, rx_unknown_peer, fired, tx_again;
+} gice_stats_t;
+int gice_device_stats(gice_device_t *dev, gice_stats_t *st);
+
+/* Per-operation stage timestamps (CLOCK_MONOTONIC ns) of the most recent network operations. */
+typedef struct {
+	uint32_t op, peer;
+	uint64_t bytes;
+	uint64_t t_issue;    /* kernel wrote the request / trigger fired */
+	uint64_t t_pickup;   /* CT picked it up */
+	uint64_t t_first_tx; /* first packet handed to the fabric */
+	uint64_t t_complete; /* ack (or response) arrived; completion written */
+	int32_t status;
+} gice_trace_t;
+/* Up to max most recent, oldest first; returns the count. */
+uint32_t gice_device_trace(gice_device_t *dev, gice_trace_t *out, uint32_t max);
+
+/* Every configuration parameter, for gice-info -c. cb is called once per parameter. */
+typedef void (*gice_param_cb)(const char *name, const char *value, const char *defval, int is_set,
+			      const char *help, void *arg);
+void gice_config_list(gice_param_cb cb, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include "gice_device.h"
+
+#endif

@@ -1,0 +1,70 @@
+/* gice_device.h: the device API — what a kernel calls while it runs on an SM thread.
+ * Kernels reach the CTs only through memory: a request is a fixed-size descriptor written into
+ * a CT's queue in trigger memory, followed by a doorbell. Operations are non-blocking (nbi):
+ * they return once queued; their outcome lands in the completion counter given (or is waited
+ * for by gice_quiet). Every wait has a timeout and returns GICE_ERR_TIMED_OUT, logging the call,
+ * the counter, the value expected and the value found.
+ */
+#ifndef GICE_DEVICE_H
+#define GICE_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gice_kctx {
+	uint32_t block;       /* this block's index in the grid */
+	uint32_t nblocks;     /* grid size */
+	uint32_t sm;          /* SM (worker thread) running it */
+	gice_device_t *dev;
+};
+
+static inline uint32_t gice_block_idx(const gice_kctx_t *k) { return k->block; }
+static inline uint32_t gice_grid_dim(const gice_kctx_t *k) { return k->nblocks; }
+
+/* Trigger writes: store or add to a counter of this device. Wakes waiters; may fire armed
+ * descriptors (the CT sees the write). */
+void gice_trigger_store(gice_kctx_t *k, gice_trigger_t t, uint64_t value);
+void gice_trigger_add(gice_kctx_t *k, gice_trigger_t t, uint64_t value);
+
+/* put: bytes from local device memory src to (rkey, roff) at the connection's peer.
+ * put_signal: the same, then the peer's counter sig is set to / increased by value
+ * (signal_flags GICE_SIGNAL_*) once the data has landed. completion (or GICE_NO_COUNTER) gains
+ * one when the peer has acknowledged, or records a failure (GICE_ERR_UNREGISTERED for a source
+ * outside registered memory, GICE_ERR_BAD_KEY, GICE_ERR_OUT_OF_BOUNDS from the peer).
+ * Return: GICE_OK once queued; GICE_ERR_INVALID (bad connection), GICE_ERR_TIMED_OUT (queue full
+ * past GICE_TIMEOUT_MS). */
+int gice_put(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src, size_t bytes,
+	     gice_completion_t completion);
+int gice_put_signal(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src,
+		    size_t bytes, gice_counter_t sig, uint64_t value, int signal_flags, gice_completion_t completion);
+/* get: bytes from (rkey, roff) at the peer into local dst; completion when they have arrived. */
+int gice_get(gice_kctx_t *k, gice_conn_t conn, void *dst, uint64_t rkey, uint64_t roff, size_t bytes,
+	     gice_completion_t completion);
+/* Remote 64-bit atomics at (rkey, roff) (8-byte aligned). The old value goes to *result (device
+ * memory, registered; NULL to discard) before completion is incremented. */
+int gice_atomic_fetch_add(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, uint64_t value,
+			  uint64_t *result, gice_completion_t completion);
+int gice_atomic_cswap(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, uint64_t compare,
+		      uint64_t value, uint64_t *result, gice_completion_t completion);
+/* Generic form (any gice_op_t). */
+int gice_issue(gice_kctx_t *k, const gice_op_t *op);
+
+/* Wait until cmp(counter, value) holds (wraparound-safe), at most timeout_us (0:
+ * GICE_TIMEOUT_MS). GICE_OK; GICE_ERR_TIMED_OUT (logged with counter, expected, found); or the
+ * counter's failure status when it records one. *found (may be NULL) gets the value seen. */
+int gice_wait_until(gice_kctx_t *k, gice_counter_t ctr, gice_cmp_t cmp, uint64_t value, uint64_t timeout_us,
+		    uint64_t *found);
+/* fence: later operations on conn start only after earlier ones on conn have completed. */
+int gice_fence(gice_kctx_t *k, gice_conn_t conn);
+/* quiet: wait until every operation this device issued so far has completed (puts landed and
+ * acknowledged). GICE_ERR_TIMED_OUT after GICE_TIMEOUT_MS. */
+int gice_quiet(gice_kctx_t *k);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,736 @@
+/* ct_engine.c: CT threads — request queues, armed descriptors, the Initiator's translation
+ * step — and the engine's set-up calls. The link (MPG scheduling, packets) is in ct_link.c. */
+#include "emu/ct_engine/ct_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const gice_param_t ct_params[] = {
+	{"GICE_CTS", "2", "CT engine threads per device", GICE_PARAM_U64, 1, TM_MAX_CTS},
+	{"GICE_MTU", "4096", "largest payload bytes per packet (connections may use less)", GICE_PARAM_SIZE, 64,
+	 CT_MAX_PAYLOAD},
+	{"GICE_CT_SPIN_US", "50", "microseconds a CT polls after its last work before it sleeps on its doorbell",
+	 GICE_PARAM_U64, 0, 10000000},
+	{"GICE_CT_POLL_US", "1000",
+	 "while idle, CT 0 wakes this often to poll the fabric for arriving packets (microseconds)", GICE_PARAM_U64,
+	 10, 10000000},
+	{"GICE_CT_MAX_DESCS", "4096", "armed descriptors per device", GICE_PARAM_U64, 16, 1u << 20},
+	{"GICE_CT_MAX_PEERS", "64", "largest global device id + 1 a device can talk to", GICE_PARAM_U64, 1, 65536},
+	{"GICE_CT_CREDITS", "128", "unacknowledged packets in flight per peer", GICE_PARAM_U64, 1, CT_PSN_WIN},
+	{"GICE_CT_ACK_EVERY", "16", "a receiver acknowledges at least every this many packets (and every message end)",
+	 GICE_PARAM_U64, 1, CT_PSN_WIN / 2},
+	{"GICE_QOS_WEIGHTS", "8,4,2,1", "packets per turn of QoS classes 0..3 in the MPG weighted round robin",
+	 GICE_PARAM_STR, 0, 0},
+	{NULL, NULL, NULL, 0, 0, 0},
+};
+
+static int read_params(ct_engine_t *e)
+{
+	uint64_t v[8];
+	const char *w;
+	int rc;
+
+	for (int i = 0; i < 8; i++)
+		if ((rc = gice_param_u64(&ct_params[i], &v[i])))
+			return rc;
+	e->mtu_max = (uint32_t)v[1];
+	e->spin_ns = v[2] * 1000;
+	e->poll_ns = v[3] * 1000;
+	e->max_descs = (uint32_t)v[4];
+	e->max_peers = (uint32_t)v[5];
+	e->credits = (uint32_t)v[6];
+	e->ack_every = (uint32_t)v[7];
+	w = gice_param_str(&ct_params[8]);
+	if (sscanf(w, "%u,%u,%u,%u", &e->weights[0], &e->weights[1], &e->weights[2], &e->weights[3]) != 4) {
+		gice_error("ct", "GICE_QOS_WEIGHTS=\"%s\" is not four comma-separated numbers", w);
+		return GICE_ERR_CONFIG;
+	}
+	for (int i = 0; i < CT_QOS_CLASSES; i++)
+		if (e->weights[i] == 0 || e->weights[i] > 1024) {
+			gice_error("ct", "GICE_QOS_WEIGHTS=\"%s\": weight %u of class %d is outside [1, 1024]", w,
+				   e->weights[i], i);
+			return GICE_ERR_CONFIG;
+		}
+	return GICE_OK;
+}
+
+/* ---------------------------------------------------------------- messages and retirement */
+
+static uint32_t msg_alloc(ct_tile_t *t)
+{
+	ct_engine_t *e = t->e;
+	uint32_t idx = t->free_head;
+
+	if (idx == CT_NIL) {
+		/* take everything the link has returned (acquire: see the link's writes to the messages) */
+		uint32_t r = atomic_exchange_explicit(&t->ret_head, 0, memory_order_acquire);
+		while (r) {
+			uint32_t i = r - 1;
+			r = e->msgs[i].next;
+			e->msgs[i].next = t->free_head;
+			t->free_head = i;
+		}
+		idx = t->free_head;
+		if (idx == CT_NIL)
+			return CT_NIL;
+	}
+	t->free_head = e->msgs[idx].next;
+	return idx;
+}
+
+/* Give a finished message back to its owner. CT-owned messages freed by the link holder go on
+ * the owner's return stack (release: the owner sees our last writes); the link pool is private. */
+void ct_msg_release(ct_engine_t *e, uint32_t idx)
+{
+	ct_msg_t *m = &e->msgs[idx];
+
+	if (m->owner == CT_NIL) {
+		m->next = e->resp_free;
+		e->resp_free = idx;
+		return;
+	}
+	ct_tile_t *t = &e->tiles[m->owner];
+	uint32_t old = atomic_load_explicit(&t->ret_head, memory_order_relaxed);
+	do
+		m->next = old; /* return-stack links are index + 1, 0 ends the list */
+	while (!atomic_compare_exchange_weak_explicit(&t->ret_head, &old, idx + 1, memory_order_release,
+						      memory_order_relaxed));
+}
+
+/* Tickets retire in queue order (quiet waits on counter ct reaching a ticket count). */
+void ct_retire(ct_engine_t *e, uint32_t ct, uint64_t ticket)
+{
+	ct_tile_t *t = &e->tiles[ct];
+
+	if (ticket == UINT64_MAX)
+		return;
+	atomic_store_explicit(&t->done[ticket & t->done_mask], ticket + 1, memory_order_release);
+	for (;;) {
+		uint64_t cur = atomic_load_explicit(&t->retire_cursor, memory_order_acquire);
+		if (atomic_load_explicit(&t->done[cur & t->done_mask], memory_order_acquire) != cur + 1)
+			return;
+		if (atomic_compare_exchange_strong_explicit(&t->retire_cursor, &cur, cur + 1, memory_order_acq_rel,
+							    memory_order_acquire))
+			tm_counter_add(e->attr.tm, ct, 1);
+	}
+}
+
+void ct_complete_counter(ct_engine_t *e, uint32_t counter, int status)
+{
+	if (counter == TM_NONE)
+		return;
+	if (status == GICE_OK)
+		tm_counter_add(e->attr.tm, counter, 1);
+	else
+		tm_counter_fail(e->attr.tm, counter, status);
+}
+
+/* Fail a request before it became a message. */
+static void fail_now(ct_engine_t *e, ct_tile_t *t, const ct_req_t *r, uint64_t ticket, int status)
+{
+	ct_stat_add(&e->st.msgs_failed, 1);
+	ct_complete_counter(e, r->counter, status);
+	ct_retire(e, t->idx, ticket);
+}
+
+static int counter_ok(const ct_engine_t *e, uint32_t id)
+{
+	return id >= e->attr.n_cts && id < e->n_counters;
+}
+
+/* ---------------------------------------------------------------- executing requests */
+
+/* Execute one request or fired descriptor. Returns 0, or GICE_ERR_AGAIN when no message entry
+ * is free (the caller retries later; nothing was consumed). */
+static int exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
+{
+	ct_engine_t *e = t->e;
+	uint64_t now = gice_now_ns();
+	uint8_t kind;
+	int rc;
+
+	switch (r->op) {
+	case CT_OP_NOP:
+		ct_complete_counter(e, r->counter, GICE_OK);
+		ct_retire(e, t->idx, ticket);
+		return 0;
+	case CT_OP_CTR_ADD:
+	case CT_OP_CTR_SET:
+		if (!counter_ok(e, r->sig_id)) {
+			gice_error("ct", "counter op on counter %u: valid ids are %u..%u", r->sig_id, e->attr.n_cts,
+				   e->n_counters - 1);
+			fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+			return 0;
+		}
+		if (r->op == CT_OP_CTR_ADD)
+			tm_counter_add(e->attr.tm, r->sig_id, r->value);
+		else
+			tm_counter_set(e->attr.tm, r->sig_id, r->value);
+		ct_complete_counter(e, r->counter, GICE_OK);
+		ct_retire(e, t->idx, ticket);
+		return 0;
+	case CT_OP_PUT: kind = MK_PUT; break;
+	case CT_OP_GET: kind = MK_GET; break;
+	case CT_OP_AMO_FADD:
+	case CT_OP_AMO_CSWAP: kind = MK_AMO; break;
+	case CT_OP_FENCE: kind = MK_FENCE; break;
+	default:
+		gice_error("ct", "ct %u: unknown request op %u", t->idx, r->op);
+		fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		return 0;
+	}
+
+	if (r->conn >= CT_MAX_CONNS || !e->conns[r->conn].open) {
+		gice_error("ct", "request %s on connection %u that is not open", ct_pkt_name(r->op), r->conn);
+		fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		return 0;
+	}
+	const ct_conn_t *c = &e->conns[r->conn];
+
+	/* Initiator, step 1: translate the local device range through the registration table. */
+	uint64_t llen = kind == MK_AMO ? ((r->flags & CT_RF_NO_RESULT) ? 0 : 8) : kind == MK_FENCE ? 0 : r->len;
+	if (kind != MK_AMO && r->len > UINT32_MAX) {
+		gice_error("ct", "message of %llu bytes exceeds the 4 GiB limit", (unsigned long long)r->len);
+		fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		return 0;
+	}
+	if (llen && (rc = hbm_translate_local(e->attr.hbm, r->src_off, llen, NULL))) {
+		gice_error("ct", "%s to device %u: local range [%llu, +%llu) is not registered",
+			   kind == MK_PUT ? "put" : kind == MK_GET ? "get" : "atomic", c->peer,
+			   (unsigned long long)r->src_off, (unsigned long long)llen);
+		fail_now(e, t, r, ticket, rc);
+		return 0;
+	}
+	if ((kind == MK_PUT || kind == MK_GET) && (r->flags & CT_RF_STRONG) && !(r->flags & CT_RF_SIGNAL)) {
+		fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		return 0;
+	}
+
+	uint32_t idx = msg_alloc(t);
+	if (idx == CT_NIL)
+		return GICE_ERR_AGAIN;
+	ct_msg_t *m = &e->msgs[idx];
+	memset(m, 0, sizeof(*m));
+	m->kind = kind;
+	m->qos = c->qos;
+	m->rflags = r->flags;
+	m->owner = t->idx;
+	m->conn = r->conn;
+	m->peer = c->peer;
+	m->mtu = c->mtu;
+	m->counter = r->counter;
+	m->sig_id = r->sig_id;
+	m->ticket = ticket;
+	m->src_off = r->src_off;
+	m->len = kind == MK_AMO || kind == MK_FENCE ? 0 : r->len;
+	m->rkey = r->rkey;
+	m->roff = r->roff;
+	m->value = r->value;
+	m->compare = r->compare;
+	m->aux = r->op; /* AMO: which atomic */
+	m->t_issue = r->t_issue ? r->t_issue : now;
+	m->t_pickup = now;
+	m->next = CT_NIL;
+	m->live = 1;
+	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
+
+	/* Hand it to the MPG: the ring of this CT for the connection's QoS class (release: the
+	 * link holder sees the message filled in). */
+	ct_ring_t *ring = &t->mpg[m->qos];
+	uint32_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
+	ring->slot[tail & (CT_MSGS_PER_CT - 1)] = idx;
+	atomic_store_explicit(&ring->tail, tail + 1, memory_order_release);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- armed descriptors */
+
+static int thr_before(uint64_t a, uint64_t b) { return (int64_t)(a - b) < 0; }
+
+static void armed_insert(ct_tile_t *t, uint32_t di)
+{
+	ct_engine_t *e = t->e;
+	ct_desc_t *d = &e->descs[di];
+	uint32_t *link = &t->armed[d->trig];
+
+	/* after every descriptor whose threshold is <= ours: equal thresholds fire in arming order */
+	while (*link != CT_NIL && !thr_before(d->threshold, e->descs[*link].threshold))
+		link = &e->descs[*link].next;
+	d->next = *link;
+	*link = di;
+}
+
+static int armed_remove(ct_tile_t *t, uint32_t di)
+{
+	ct_engine_t *e = t->e;
+	uint32_t *link = &t->armed[e->descs[di].trig];
+
+	while (*link != CT_NIL && *link != di)
+		link = &e->descs[*link].next;
+	if (*link == CT_NIL)
+		return 0;
+	*link = e->descs[di].next;
+	return 1;
+}
+
+/* Fire every due descriptor of counter id. Returns the number fired. */
+static int fire_due(ct_tile_t *t, uint32_t id)
+{
+	ct_engine_t *e = t->e;
+	uint64_t v = tm_counter_read(e->attr.tm, id);
+	int n = 0;
+
+	while (t->armed[id] != CT_NIL) {
+		uint32_t di = t->armed[id];
+		ct_desc_t *d = &e->descs[di];
+		if (thr_before(v, d->threshold))
+			break;
+		if (exec_req(t, &d->req, UINT64_MAX) == GICE_ERR_AGAIN) {
+			tm_dirty_mark(e->attr.tm, t->idx, id); /* no message entry free: look again later */
+			break;
+		}
+		t->armed[id] = d->next;
+		ct_stat_add(&e->st.fired, 1);
+		n++;
+		if (d->period) {
+			d->threshold += d->period;
+			armed_insert(t, di);
+		} else {
+			atomic_store_explicit(&d->state, DS_FIRED, memory_order_release);
+		}
+	}
+	if (t->armed[id] == CT_NIL)
+		tm_counter_watch(e->attr.tm, id, t->idx, 0);
+	return n;
+}
+
+static void control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
+{
+	ct_engine_t *e = t->e;
+	ct_desc_t *d = &e->descs[r->desc];
+
+	if (r->op == CT_OP_ARM_) {
+		armed_insert(t, r->desc);
+		atomic_store_explicit(&d->state, DS_ARMED, memory_order_release);
+		tm_counter_watch(e->attr.tm, d->trig, t->idx, 1);
+		fire_due(t, d->trig); /* a threshold already reached fires now */
+	} else if (armed_remove(t, r->desc)) {
+		atomic_store_explicit(&d->state, DS_DISARMED, memory_order_release);
+		if (t->armed[d->trig] == CT_NIL)
+			tm_counter_watch(e->attr.tm, d->trig, t->idx, 0);
+	}
+	ct_retire(e, t->idx, ticket);
+}
+
+/* ---------------------------------------------------------------- the CT thread */
+
+static int drain_queue(ct_tile_t *t)
+{
+	ct_engine_t *e = t->e;
+	union {
+		ct_req_t r;
+		uint8_t b[TM_REQ_MAX_BYTES];
+	} u;
+	uint64_t ticket;
+	int n = 0;
+
+	while (n < 64) {
+		/* keep tickets within the retirement ring */
+		if (t->next_ticket - atomic_load_explicit(&t->retire_cursor, memory_order_acquire) > t->done_mask)
+			break;
+		if (t->free_head == CT_NIL && !atomic_load_explicit(&t->ret_head, memory_order_relaxed))
+			break; /* no message entry: leave requests queued */
+		if (!tm_queue_pop(e->attr.tm, t->idx, u.b, &ticket))
+			break;
+		t->next_ticket = ticket + 1;
+		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_)
+			control_req(t, &u.r, ticket);
+		else if (exec_req(t, &u.r, ticket) == GICE_ERR_AGAIN)
+			gice_error("ct", "ct %u: request dropped for want of a message entry", t->idx); /* not reached */
+		n++;
+	}
+	return n;
+}
+
+static int ring_empty(const ct_tile_t *t)
+{
+	for (int q = 0; q < CT_QOS_CLASSES; q++)
+		if (atomic_load_explicit(&t->mpg[q].head, memory_order_acquire) !=
+		    atomic_load_explicit(&t->mpg[q].tail, memory_order_relaxed))
+			return 0;
+	return 1;
+}
+
+static void *ct_thread(void *arg)
+{
+	ct_tile_t *t = arg;
+	ct_engine_t *e = t->e;
+	uint32_t ids[64];
+	char name[16];
+	unsigned spins = 0;
+
+	snprintf(name, sizeof(name), "gice-d%u-ct%u", e->attr.index, t->idx);
+	pthread_setname_np(pthread_self(), name);
+	t->last_work_ns = gice_now_ns();
+
+	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
+		uint32_t seq = tm_doorbell_seq(e->attr.tm, t->idx);
+		int work = drain_queue(t);
+		uint32_t n = tm_dirty_take(e->attr.tm, t->idx, ids, GICE_ARRAY_SIZE(ids));
+		for (uint32_t i = 0; i < n; i++)
+			work += fire_due(t, ids[i]) + 1;
+		work += ct_link_progress(e);
+		if (work) {
+			t->last_work_ns = gice_now_ns();
+			spins = 0;
+			continue;
+		}
+		uint64_t now = gice_now_ns();
+		if (now - t->last_work_ns < e->spin_ns || !ring_empty(t)) {
+			/* two cores may run four ranks: let other threads in now and then */
+			if ((++spins & 63) == 0)
+				sched_yield();
+			else
+				gice_cpu_relax();
+			continue;
+		}
+		/* Sleep on the doorbell. Messages in flight need polling for acks: sleep briefly. CT 0
+		 * also polls the fabric for arriving packets while idle. */
+		uint64_t timeout = 100000000ull;
+		if (ct_link_busy(e))
+			timeout = 20000;
+		else if (t->idx == 0)
+			timeout = e->poll_ns;
+		tm_doorbell_sleep(e->attr.tm, t->idx, seq, timeout);
+		spins = 0;
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- set-up */
+
+int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
+{
+	const tm_layout_t *lay = tm_region_layout(attr->tm);
+	ct_engine_t *e;
+	uint32_t n_msgs;
+	int rc;
+
+	if (!attr->n_cts || attr->n_cts > lay->n_cts) {
+		gice_error("ct", "%u CTs requested, trigger memory has queues for %u", attr->n_cts, lay->n_cts);
+		return GICE_ERR_INVALID;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return GICE_ERR_NO_MEMORY;
+	e->attr = *attr;
+	e->base = hbm_base(attr->hbm);
+	e->n_counters = lay->n_counters;
+	if ((rc = read_params(e)))
+		goto err_free;
+	if (attr->gid >= e->max_peers) {
+		gice_error("ct", "device gid %u >= GICE_CT_MAX_PEERS=%u", attr->gid, e->max_peers);
+		rc = GICE_ERR_CONFIG;
+		goto err_free;
+	}
+	pthread_mutex_init(&e->setup_lock, NULL);
+	rc = GICE_ERR_NO_MEMORY;
+	n_msgs = attr->n_cts * CT_MSGS_PER_CT + CT_RESP_MSGS;
+	e->msgs = calloc(n_msgs, sizeof(*e->msgs));
+	e->tiles = calloc(attr->n_cts, sizeof(*e->tiles));
+	e->peers = calloc(e->max_peers, sizeof(*e->peers));
+	e->conns = calloc(CT_MAX_CONNS, sizeof(*e->conns));
+	e->descs = calloc(e->max_descs, sizeof(*e->descs));
+	if (!e->msgs || !e->tiles || !e->peers || !e->conns || !e->descs)
+		goto err_mem;
+	for (uint32_t q = 0; q < CT_QOS_CLASSES; q++) {
+		e->act_head[q] = e->act_tail[q] = CT_NIL;
+		e->resp_head[q] = e->resp_tail[q] = CT_NIL;
+	}
+	e->resp_free = CT_NIL;
+	for (uint32_t i = attr->n_cts * CT_MSGS_PER_CT; i < n_msgs; i++) {
+		e->msgs[i].owner = CT_NIL;
+		e->msgs[i].next = e->resp_free;
+		e->resp_free = i;
+	}
+	for (uint32_t c = 0; c < attr->n_cts; c++) {
+		ct_tile_t *t = &e->tiles[c];
+		uint32_t ring = 1;
+		while (ring < lay->queue_depth * 4)
+			ring <<= 1;
+		t->e = e;
+		t->idx = c;
+		t->done_mask = ring - 1;
+		t->done = calloc(ring, sizeof(*t->done));
+		t->armed = malloc(sizeof(uint32_t) * e->n_counters);
+		if (!t->done || !t->armed)
+			goto err_mem;
+		memset(t->armed, 0xff, sizeof(uint32_t) * e->n_counters);
+		t->free_head = CT_NIL;
+		for (uint32_t i = 0; i < CT_MSGS_PER_CT; i++) {
+			uint32_t idx = c * CT_MSGS_PER_CT + i;
+			e->msgs[idx].owner = c;
+			e->msgs[idx].next = t->free_head;
+			t->free_head = idx;
+		}
+	}
+	for (uint32_t c = 0; c < attr->n_cts; c++) {
+		if ((rc = pthread_create(&e->tiles[c].thread, NULL, ct_thread, &e->tiles[c]))) {
+			gice_error("ct", "pthread_create of CT %u: %s", c, strerror(rc));
+			rc = GICE_ERR_NO_MEMORY;
+			goto err_threads;
+		}
+		e->tiles[c].started = 1;
+	}
+	*out = e;
+	return GICE_OK;
+
+err_threads:
+	atomic_store(&e->stop, 1);
+	for (uint32_t c = 0; c < attr->n_cts; c++) {
+		if (!e->tiles[c].started)
+			continue;
+		tm_doorbell_ring(attr->tm, c);
+		pthread_join(e->tiles[c].thread, NULL);
+	}
+err_mem:
+	for (uint32_t c = 0; e->tiles && c < attr->n_cts; c++) {
+		free(e->tiles[c].done);
+		free(e->tiles[c].armed);
+	}
+	free(e->descs);
+	free(e->conns);
+	free(e->peers);
+	free(e->tiles);
+	free(e->msgs);
+	pthread_mutex_destroy(&e->setup_lock);
+err_free:
+	free(e);
+	return rc;
+}
+
+void ct_engine_destroy(ct_engine_t *e)
+{
+	if (!e)
+		return;
+	atomic_store_explicit(&e->stop, 1, memory_order_release);
+	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
+		tm_doorbell_ring(e->attr.tm, c);
+		pthread_join(e->tiles[c].thread, NULL);
+	}
+	ct_link_cancel_all(e);
+	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
+		free(e->tiles[c].done);
+		free(e->tiles[c].armed);
+	}
+	free(e->descs);
+	free(e->conns);
+	free(e->peers);
+	free(e->tiles);
+	free(e->msgs);
+	pthread_mutex_destroy(&e->setup_lock);
+	free(e);
+}
+
+static void link_lock(ct_engine_t *e)
+{
+	while (atomic_exchange_explicit(&e->link_lock, 1, memory_order_acquire))
+		sched_yield();
+}
+
+static void link_unlock(ct_engine_t *e)
+{
+	atomic_store_explicit(&e->link_lock, 0, memory_order_release);
+}
+
+int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len)
+{
+	fab_addr_t fa;
+	int rc;
+
+	if (gid >= e->max_peers) {
+		gice_error("ct", "peer gid %u >= GICE_CT_MAX_PEERS=%u", gid, e->max_peers);
+		return GICE_ERR_INVALID;
+	}
+	link_lock(e);
+	if (e->peers[gid].present) {
+		link_unlock(e);
+		return GICE_OK;
+	}
+	rc = fab_insert(e->attr.ep, addr, len, &fa);
+	if (rc == GICE_OK) {
+		ct_peer_t *p = &e->peers[gid];
+		memset(p, 0, sizeof(*p));
+		p->addr = fa;
+		p->wait_head = p->wait_tail = CT_NIL;
+		p->present = 1;
+	}
+	link_unlock(e);
+	return rc;
+}
+
+int ct_conn_open(ct_engine_t *e, const ct_conn_attr_t *attr, uint32_t *conn)
+{
+	uint32_t mtu = attr->mtu ? attr->mtu : e->mtu_max;
+	int present;
+
+	if (attr->peer_gid >= e->max_peers || attr->qos >= CT_QOS_CLASSES || mtu > e->mtu_max || mtu < 64) {
+		gice_error("ct", "connection to gid %u qos %u mtu %u: bad attribute (max gid %u, qos < %u, mtu 64..%u)",
+			   attr->peer_gid, attr->qos, mtu, e->max_peers - 1, CT_QOS_CLASSES, e->mtu_max);
+		return GICE_ERR_INVALID;
+	}
+	link_lock(e);
+	present = e->peers[attr->peer_gid].present;
+	link_unlock(e);
+	if (!present) {
+		gice_error("ct", "connection to device %u: peer was never added", attr->peer_gid);
+		return GICE_ERR_NOT_FOUND;
+	}
+	pthread_mutex_lock(&e->setup_lock);
+	for (uint32_t i = 0; i < CT_MAX_CONNS; i++) {
+		if (e->conns[i].open)
+			continue;
+		e->conns[i].peer = attr->peer_gid;
+		e->conns[i].mtu = mtu;
+		e->conns[i].qos = attr->qos;
+		/* published before any request can name it: the id travels to the CT through the
+		 * queue's release/acquire */
+		e->conns[i].open = 1;
+		pthread_mutex_unlock(&e->setup_lock);
+		*conn = i;
+		return GICE_OK;
+	}
+	pthread_mutex_unlock(&e->setup_lock);
+	gice_error("ct", "all %u connections are open", CT_MAX_CONNS);
+	return GICE_ERR_OVERFLOW;
+}
+
+int ct_conn_close(ct_engine_t *e, uint32_t conn)
+{
+	if (conn >= CT_MAX_CONNS || !e->conns[conn].open)
+		return GICE_ERR_INVALID;
+	pthread_mutex_lock(&e->setup_lock);
+	e->conns[conn].open = 0;
+	pthread_mutex_unlock(&e->setup_lock);
+	return GICE_OK;
+}
+
+uint32_t ct_for_conn(const ct_engine_t *e, uint32_t conn) { return conn % e->attr.n_cts; }
+uint32_t ct_num_cts(const ct_engine_t *e) { return e->attr.n_cts; }
+
+static int push_control(ct_engine_t *e, uint32_t ct, uint8_t op, uint32_t desc)
+{
+	ct_req_t r = {.op = op, .desc = desc, .counter = TM_NONE};
+	uint64_t ticket;
+	uint64_t deadline = gice_now_ns() + 5000000000ull;
+	int rc;
+
+	while ((rc = tm_queue_push(e->attr.tm, ct, &r, sizeof(r), &ticket)) == GICE_ERR_AGAIN) {
+		if (gice_now_ns() > deadline) {
+			gice_error("ct", "CT %u request queue full for 5 s while arming", ct);
+			return GICE_ERR_TIMED_OUT;
+		}
+		sched_yield();
+	}
+	return rc;
+}
+
+#define DESC_SLOT(id) ((id) & 0xfffffu)
+#define DESC_GEN(id) ((id) >> 20)
+
+int ct_arm(ct_engine_t *e, uint32_t trig, uint64_t threshold, uint64_t period, const ct_req_t *op,
+	   uint32_t *desc)
+{
+	if (!counter_ok(e, trig) || op->op > CT_OP_FENCE) {
+		gice_error("ct", "arm on counter %u (valid %u..%u) with op %u: invalid", trig, e->attr.n_cts,
+			   e->n_counters - 1, op->op);
+		return GICE_ERR_INVALID;
+	}
+	pthread_mutex_lock(&e->setup_lock);
+	for (uint32_t i = 0; i < e->max_descs; i++) {
+		ct_desc_t *d = &e->descs[i];
+		int s = atomic_load_explicit(&d->state, memory_order_acquire);
+		if (s != DS_FREE && s != DS_FIRED && s != DS_DISARMED)
+			continue;
+		d->gen = (d->gen + 1) & 0xfff;
+		d->req = *op;
+		d->req.t_issue = 0;
+		d->trig = trig;
+		d->threshold = threshold;
+		d->period = period;
+		d->ct = trig % e->attr.n_cts;
+		d->next = CT_NIL;
+		atomic_store_explicit(&d->state, DS_ARMING, memory_order_release);
+		pthread_mutex_unlock(&e->setup_lock);
+		int rc = push_control(e, d->ct, CT_OP_ARM_, i);
+		if (rc) {
+			atomic_store(&d->state, DS_FREE);
+			return rc;
+		}
+		*desc = (d->gen << 20) | i;
+		return GICE_OK;
+	}
+	pthread_mutex_unlock(&e->setup_lock);
+	gice_error("ct", "all %u descriptors are armed (GICE_CT_MAX_DESCS)", e->max_descs);
+	return GICE_ERR_OVERFLOW;
+}
+
+int ct_disarm(ct_engine_t *e, uint32_t desc)
+{
+	uint32_t i = DESC_SLOT(desc);
+	ct_desc_t *d;
+	int s;
+
+	if (i >= e->max_descs || e->descs[i].gen != DESC_GEN(desc))
+		return GICE_ERR_NOT_FOUND;
+	d = &e->descs[i];
+	/* wait for a pending ARM to be taken by the CT */
+	while ((s = atomic_load_explicit(&d->state, memory_order_acquire)) == DS_ARMING)
+		sched_yield();
+	if (s != DS_ARMED)
+		return GICE_ERR_NOT_FOUND;
+	int rc = push_control(e, d->ct, CT_OP_DISARM_, i);
+	if (rc)
+		return rc;
+	while ((s = atomic_load_explicit(&d->state, memory_order_acquire)) == DS_ARMED) {
+		struct timespec ts = {0, 50000};
+		nanosleep(&ts, NULL);
+	}
+	return s == DS_DISARMED ? GICE_OK : GICE_ERR_NOT_FOUND;
+}
+
+void ct_engine_stats(const ct_engine_t *e, ct_stats_t *s)
+{
+#define LD(f) atomic_load_explicit((_Atomic uint64_t *)&e->st.f, memory_order_relaxed)
+	s->tx_pkts = LD(tx_pkts);
+	s->rx_pkts = LD(rx_pkts);
+	s->tx_bytes = LD(tx_bytes);
+	s->rx_bytes = LD(rx_bytes);
+	s->msgs_done = LD(msgs_done);
+	s->msgs_failed = LD(msgs_failed);
+	s->nacks_sent = LD(nacks_sent);
+	s->acks_sent = LD(acks_sent);
+	s->rx_bad = LD(rx_bad);
+	s->rx_dup = LD(rx_dup);
+	s->rx_dropped_unknown_peer = LD(rx_unknown);
+	s->fired = LD(fired);
+	s->tx_again = LD(tx_again);
+#undef LD
+}
+
+uint32_t ct_trace_read(const ct_engine_t *ce, ct_trace_t *out, uint32_t max)
+{
+	ct_engine_t *e = (ct_engine_t *)ce;
+	uint32_t n;
+
+	link_lock(e);
+	n = (uint32_t)GICE_MIN((uint64_t)max, GICE_MIN(e->trace_n, (uint64_t)CT_TRACE_RING));
+	for (uint32_t i = 0; i < n; i++)
+		out[i] = e->trace[(e->trace_n - n + i) % CT_TRACE_RING];
+	link_unlock(e);
+	return n;
+}

@@ -1,0 +1,125 @@
+/* ct_engine.h: the Communication Tiles of one device. C engine threads watch the device's
+ * trigger memory: they execute requests that kernels write into their queues, fire armed
+ * descriptors when a counter reaches a threshold, and run the Initiator (translate, read HBM,
+ * cut MTU packets), the MPG scheduler (QoS weighted round robin, per-peer credits) and the
+ * receive path (validate, write, ack, signal) over the device's fabric endpoint.
+ *
+ * Kernels reach a CT only through memory: a ct_req_t pushed into a tm request queue
+ * (tm_queue_push) of CT ct_for_conn(). Host set-up calls (peers, connections, arming) are below.
+ */
+#ifndef GICE_CT_ENGINE_H
+#define GICE_CT_ENGINE_H
+
+#include <stdint.h>
+
+#include "emu/common/common.h"
+#include "emu/common/config.h"
+#include "emu/hbm/hbm.h"
+#include "emu/triggermem/triggermem.h"
+#include "fabric/fabric.h"
+
+#define CT_QOS_CLASSES 4
+
+/* Request/descriptor ops. Never renumbered (descriptors are plain data). */
+enum ct_op {
+	CT_OP_NOP = 0,
+	CT_OP_PUT = 1,        /* src_off,len → (conn, rkey, roff); optional signal */
+	CT_OP_GET = 2,        /* (conn, rkey, roff),len → src_off */
+	CT_OP_AMO_FADD = 3,   /* *(rkey,roff) += value; old → src_off (unless TM_NONE flag) */
+	CT_OP_AMO_CSWAP = 4,  /* if *(rkey,roff) == compare: = value; old → src_off */
+	CT_OP_CTR_ADD = 5,    /* local counter sig_id += value (chaining, like PtlTriggeredCTInc) */
+	CT_OP_CTR_SET = 6,    /* local counter sig_id = value */
+	CT_OP_FENCE = 7,      /* later messages of conn start after earlier ones are acked */
+	CT_OP_ARM_ = 8,       /* internal: host asks the CT to take armed descriptor `desc` */
+	CT_OP_DISARM_ = 9,    /* internal */
+};
+
+enum ct_req_flags {
+	CT_RF_SIGNAL = 1u << 0,   /* PUT: apply signal (sig_id, value) at the target */
+	CT_RF_SIG_ADD = 1u << 1,  /* signal adds (else sets) */
+	CT_RF_STRONG = 1u << 2,   /* signal lands after every earlier put to that peer */
+	CT_RF_NO_RESULT = 1u << 3 /* atomics: discard the old value */
+};
+
+/* One request: 96 bytes, plain data (offsets only), fits a tm queue slot. */
+typedef struct {
+	uint8_t op;        /* enum ct_op */
+	uint8_t flags;     /* enum ct_req_flags */
+	uint16_t conn;     /* connection id */
+	uint32_t counter;  /* local completion counter, or TM_NONE */
+	uint64_t src_off;  /* local device offset: put source, get destination, atomic result */
+	uint64_t len;      /* bytes (put, get) */
+	uint64_t rkey;     /* target region key */
+	uint64_t roff;     /* offset in the target region */
+	uint64_t value;    /* signal value, atomic operand, counter value */
+	uint64_t compare;  /* compare-swap */
+	uint32_t sig_id;   /* target signal counter (PUT) or local counter (CTR_*) */
+	uint32_t desc;     /* ARM/DISARM: descriptor id */
+	uint64_t t_issue;  /* gice_now_ns() when the kernel issued it (0 if not stamped) */
+	uint64_t pad[3];
+} ct_req_t;
+_Static_assert(sizeof(ct_req_t) == 96 && sizeof(ct_req_t) <= TM_REQ_MAX_BYTES, "request fits a slot");
+
+typedef struct ct_engine ct_engine_t;
+
+typedef struct {
+	uint32_t gid;      /* global device id, unique in the job */
+	uint32_t index;    /* device index in this process (thread names) */
+	uint32_t n_cts;    /* engine threads, <= the tm layout's n_cts */
+	hbm_t *hbm;
+	tm_region_t *tm;
+	fab_ep_t *ep;
+} ct_engine_attr_t;
+
+typedef struct {
+	uint32_t peer_gid; /* device at the other end (added with ct_peer_add) */
+	uint8_t qos;       /* 0..CT_QOS_CLASSES-1; 0 is the most urgent */
+	uint32_t mtu;      /* payload bytes per packet; 0: GICE_MTU */
+} ct_conn_attr_t;
+
+typedef struct {
+	uint64_t tx_pkts, rx_pkts, tx_bytes, rx_bytes;
+	uint64_t msgs_done, msgs_failed, nacks_sent, acks_sent;
+	uint64_t rx_bad, rx_dup, rx_dropped_unknown_peer;
+	uint64_t fired, tx_again;
+} ct_stats_t;
+
+/* Per-operation stage timestamps (CLOCK_MONOTONIC ns), kept in a ring of recent operations. */
+typedef struct {
+	uint32_t op, peer_gid;
+	uint64_t bytes;
+	uint64_t t_issue, t_pickup, t_first_tx, t_complete;
+	int32_t status;
+} ct_trace_t;
+
+int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out);
+/* Stops the threads; pending operations complete with GICE_ERR_CANCELED. */
+void ct_engine_destroy(ct_engine_t *e);
+
+/* Make device gid reachable (raw fabric address). Re-adding the same gid is GICE_OK. */
+int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len);
+int ct_conn_open(ct_engine_t *e, const ct_conn_attr_t *attr, uint32_t *conn);
+int ct_conn_close(ct_engine_t *e, uint32_t conn);
+/* Queue a connection's requests go to (same connection → same CT → issue order kept). */
+uint32_t ct_for_conn(const ct_engine_t *e, uint32_t conn);
+uint32_t ct_num_cts(const ct_engine_t *e);
+
+/* Arm: when counter `trig` reaches threshold (wraparound-safe >=), the CT executes *op (a
+ * ct_req_t; its t_issue is ignored). Equal thresholds fire in arming order. period > 0 re-arms
+ * the descriptor at threshold + period after each firing (persistent); 0 fires once. An already
+ * reached threshold fires at once. Returns a descriptor id; GICE_ERR_OVERFLOW when all
+ * GICE_CT_MAX_DESCS are armed, GICE_ERR_INVALID on a bad counter or op. */
+int ct_arm(ct_engine_t *e, uint32_t trig, uint64_t threshold, uint64_t period, const ct_req_t *op,
+	   uint32_t *desc);
+/* Disarm a descriptor that has not fired (or a persistent one). GICE_ERR_NOT_FOUND when it has
+ * already fired or is unknown. Waits until its CT has dropped it. */
+int ct_disarm(ct_engine_t *e, uint32_t desc);
+
+void ct_engine_stats(const ct_engine_t *e, ct_stats_t *st);
+/* Copy up to max most recent traces (oldest first); returns the count. */
+uint32_t ct_trace_read(const ct_engine_t *e, ct_trace_t *out, uint32_t max);
+
+/* GICE_CTS, GICE_MTU, GICE_CT_SPIN_US, GICE_CT_POLL_US, GICE_CT_MAX_DESCS, GICE_QOS_WEIGHTS … */
+extern const gice_param_t ct_params[];
+
+#endif

@@ -1,0 +1,154 @@
+/* ct_internal.h: state shared by the CT engine's files (not for other modules). */
+#ifndef GICE_CT_INTERNAL_H
+#define GICE_CT_INTERNAL_H
+
+#include <pthread.h>
+
+#include "emu/ct_engine/ct_engine.h"
+#include "emu/ct_engine/ct_proto.h"
+
+#define CT_MSGS_PER_CT 1024u  /* message entries per CT (power of two) */
+#define CT_RESP_MSGS 1024u    /* response messages owned by the link */
+#define CT_PEER_WIN 256u      /* outstanding request ids per peer (power of two) */
+#define CT_PSN_WIN 1024u      /* receive window in packets (power of two) */
+#define CT_NIL UINT32_MAX
+
+enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP };
+enum { NEED_ACK = 1, NEED_RESP = 2 };
+
+/* One message: a request being sent or awaiting its ack/response, or a response. Plain data. */
+typedef struct {
+	uint8_t kind, qos, rflags, need;
+	uint8_t live, started;
+	uint32_t owner;   /* CT index whose pool holds it, or CT_NIL for the link pool */
+	uint32_t conn, peer, msg_id, counter, sig_id, last_psn, mtu, next;
+	int32_t status;
+	uint64_t ticket;  /* request queue ticket to retire, or UINT64_MAX */
+	uint64_t src_off; /* local device offset */
+	uint64_t len, sent, recvd;
+	uint64_t rkey, roff, value, compare, aux;
+	uint64_t t_issue, t_pickup, t_first_tx;
+} ct_msg_t;
+
+/* Single-producer (one CT) single-consumer (the link holder) ring of message indices. */
+typedef struct {
+	_Atomic uint32_t head __attribute__((aligned(GICE_CACHELINE))); /* consumer */
+	_Atomic uint32_t tail __attribute__((aligned(GICE_CACHELINE))); /* producer */
+	uint32_t slot[CT_MSGS_PER_CT];
+} ct_ring_t;
+
+typedef struct {
+	uint32_t id1;  /* msg_id + 1 of the message in this slot, 0 if free */
+	uint32_t len, got;
+	uint8_t flags, landed;
+	int32_t status;
+	uint32_t sig_id;
+	uint64_t value;
+} ct_rx_slot_t;
+
+typedef struct { /* link-private (under the link lock) */
+	int present;
+	fab_addr_t addr;
+	/* tx */
+	uint32_t next_psn, acked_psn, next_msg_id, done_upto, inflight;
+	uint32_t wait_head, wait_tail; /* sent messages awaiting ack, in last_psn order */
+	uint32_t by_id[CT_PEER_WIN];   /* msg_id % WIN → message index + 1 */
+	/* rx */
+	uint32_t rx_next_psn, rx_landed, ack_unsent;
+	uint8_t ack_due;
+	uint64_t rx_seen[CT_PSN_WIN / 64];
+	ct_rx_slot_t rx[CT_PEER_WIN];
+} ct_peer_t;
+
+typedef struct {
+	int open;
+	uint32_t peer, mtu;
+	uint8_t qos;
+} ct_conn_t;
+
+enum { DS_FREE, DS_ARMING, DS_ARMED, DS_FIRED, DS_DISARMED };
+
+typedef struct {
+	ct_req_t req;
+	uint32_t trig, ct, next, gen;
+	uint64_t threshold, period, seq;
+	_Atomic int state;
+} ct_desc_t;
+
+typedef struct ct_tile {
+	struct ct_engine *e;
+	uint32_t idx;
+	pthread_t thread;
+	int started;
+	/* message pool: private free list, plus a return stack the link pushes onto */
+	uint32_t free_head;
+	_Atomic uint32_t ret_head; /* index + 1 */
+	ct_ring_t mpg[CT_QOS_CLASSES];
+	/* in-order retirement of queue tickets (quiet) */
+	_Atomic uint64_t *done;
+	uint32_t done_mask;
+	_Atomic uint64_t retire_cursor;
+	uint64_t next_ticket;
+	/* armed descriptors: per counter, a list sorted by (threshold, arming order) */
+	uint32_t *armed;
+	uint64_t arm_seq;
+	uint64_t last_work_ns;
+} ct_tile_t;
+
+#define CT_TRACE_RING 256u
+
+struct ct_engine {
+	ct_engine_attr_t attr;
+	uint32_t n_counters, mtu_max, credits, ack_every, max_peers, max_descs;
+	uint32_t weights[CT_QOS_CLASSES];
+	uint64_t spin_ns, poll_ns;
+	uint8_t *base; /* HBM base in this process */
+	_Atomic int stop;
+	_Atomic uint64_t msgs_live; /* messages not yet complete (sleep policy) */
+
+	ct_tile_t *tiles;
+	ct_msg_t *msgs; /* n_cts * CT_MSGS_PER_CT + CT_RESP_MSGS */
+
+	/* link: everything below is touched only by the holder of link_lock */
+	_Atomic int link_lock;
+	ct_peer_t *peers;
+	uint32_t act_head[CT_QOS_CLASSES], act_tail[CT_QOS_CLASSES]; /* messages being sent */
+	uint32_t resp_head[CT_QOS_CLASSES], resp_tail[CT_QOS_CLASSES];
+	uint32_t resp_free;
+	uint32_t act_len[CT_QOS_CLASSES];
+	uint32_t wrr_class;
+	uint32_t acks_pending;
+	struct { uint32_t gid, msg_id; int32_t status; } nack_q[64];
+	uint32_t nack_n;
+	ct_trace_t trace[CT_TRACE_RING];
+	uint64_t trace_n;
+
+	/* set-up state */
+	pthread_mutex_t setup_lock;
+	ct_conn_t *conns;
+	uint32_t n_conns;
+	ct_desc_t *descs;
+
+	struct {
+		_Atomic uint64_t tx_pkts, rx_pkts, tx_bytes, rx_bytes, msgs_done, msgs_failed;
+		_Atomic uint64_t nacks_sent, acks_sent, rx_bad, rx_dup, rx_unknown, fired, tx_again;
+	} st;
+};
+
+#define CT_MAX_CONNS 4096u
+
+static inline void ct_stat_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* ct_link.c */
+int ct_link_progress(struct ct_engine *e);
+void ct_link_cancel_all(struct ct_engine *e);
+int ct_link_busy(struct ct_engine *e);
+/* ct_engine.c */
+void ct_msg_release(struct ct_engine *e, uint32_t idx);
+void ct_retire(struct ct_engine *e, uint32_t ct, uint64_t ticket);
+void ct_complete_counter(struct ct_engine *e, uint32_t counter, int status);
+
+#endif

@@ -1,0 +1,645 @@
+/* ct_link.c: the device's link — MPG scheduling of messages into MTU packets (QoS weighted
+ * round robin, per-peer credits), the receive path (validate, write, ack, signal) and
+ * completion. Every function here runs under the engine's link lock, taken by whichever CT
+ * thread gets it first (ct_link_progress); nothing here allocates or blocks.
+ *
+ * Initiator states of a message: QUEUED (in its CT's ring) → SENDING (on a class list, cut into
+ * packets) → WAITING (all packets out; awaiting the cumulative ack and, for get and atomics, the
+ * response) → DONE (counter written, ticket retired, entry freed).
+ */
+#include "emu/ct_engine/ct_internal.h"
+
+#include <string.h>
+
+enum { SEND_OK, SEND_DONE, SEND_BLOCKED, SEND_FULL };
+
+static int psn_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+
+static int link_trylock(ct_engine_t *e)
+{
+	return !atomic_exchange_explicit(&e->link_lock, 1, memory_order_acquire);
+}
+
+static void link_unlock(ct_engine_t *e)
+{
+	atomic_store_explicit(&e->link_lock, 0, memory_order_release);
+}
+
+int ct_link_busy(ct_engine_t *e)
+{
+	return atomic_load_explicit(&e->msgs_live, memory_order_relaxed) != 0;
+}
+
+/* link-private FIFOs of message indices, linked through msg.next */
+static void fifo_push(ct_engine_t *e, uint32_t *head, uint32_t *tail, uint32_t idx)
+{
+	e->msgs[idx].next = CT_NIL;
+	if (*tail == CT_NIL)
+		*head = idx;
+	else
+		e->msgs[*tail].next = idx;
+	*tail = idx;
+}
+
+static uint32_t fifo_pop(ct_engine_t *e, uint32_t *head, uint32_t *tail)
+{
+	uint32_t idx = *head;
+
+	if (idx != CT_NIL) {
+		*head = e->msgs[idx].next;
+		if (*head == CT_NIL)
+			*tail = CT_NIL;
+	}
+	return idx;
+}
+
+/* ---------------------------------------------------------------- completion */
+
+static void trace_add(ct_engine_t *e, const ct_msg_t *m, uint64_t now)
+{
+	ct_trace_t *tr = &e->trace[e->trace_n++ % CT_TRACE_RING];
+
+	tr->op = m->kind;
+	tr->peer_gid = m->peer;
+	tr->bytes = m->len;
+	tr->t_issue = m->t_issue;
+	tr->t_pickup = m->t_pickup;
+	tr->t_first_tx = m->t_first_tx;
+	tr->t_complete = now;
+	tr->status = m->status;
+}
+
+static void complete_msg(ct_engine_t *e, uint32_t idx)
+{
+	ct_msg_t *m = &e->msgs[idx];
+
+	if (m->kind <= MK_AMO) {
+		ct_peer_t *p = &e->peers[m->peer];
+		if (m->started) {
+			p->by_id[m->msg_id & (CT_PEER_WIN - 1)] = 0;
+			while (p->done_upto != p->next_msg_id && !p->by_id[p->done_upto & (CT_PEER_WIN - 1)])
+				p->done_upto++;
+		}
+		p->inflight--;
+		trace_add(e, m, gice_now_ns());
+	}
+	if (m->kind <= MK_FENCE) {
+		ct_stat_add(m->status ? &e->st.msgs_failed : &e->st.msgs_done, 1);
+		ct_complete_counter(e, m->counter, m->status);
+		ct_retire(e, m->owner, m->ticket);
+	}
+	m->live = 0;
+	atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
+	ct_msg_release(e, idx);
+}
+
+/* ---------------------------------------------------------------- sending */
+
+static int send_ctrl(ct_engine_t *e, uint32_t gid, uint8_t op, uint32_t psn, uint32_t msg_id, int32_t status)
+{
+	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .op = op, .src_gid = e->attr.gid,
+		      .dst_gid = gid, .psn = psn, .msg_id = msg_id, .status = status};
+	uint8_t buf[CT_HDR_BYTES];
+
+	ct_proto_build(&h, buf);
+	return fab_send(e->attr.ep, e->peers[gid].addr, buf, sizeof(buf), NULL, 0);
+}
+
+static void send_ack(ct_engine_t *e, uint32_t gid)
+{
+	ct_peer_t *p = &e->peers[gid];
+
+	if (send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, 0, 0) == GICE_OK) {
+		ct_stat_add(&e->st.acks_sent, 1);
+		p->ack_unsent = 0;
+		if (p->ack_due) {
+			p->ack_due = 0;
+			e->acks_pending--;
+		}
+	} else if (!p->ack_due) {
+		p->ack_due = 1;
+		e->acks_pending++;
+	}
+}
+
+static void send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
+{
+	ct_stat_add(&e->st.nacks_sent, 1);
+	if (send_ctrl(e, gid, CT_PKT_NACK, 0, msg_id, status) == GICE_OK)
+		return;
+	if (e->nack_n == GICE_ARRAY_SIZE(e->nack_q)) {
+		gice_error("ct", "nack queue full: NACK of message %u to device %u (%s) lost", msg_id, gid,
+			   gice_status_name(status));
+		return;
+	}
+	e->nack_q[e->nack_n].gid = gid;
+	e->nack_q[e->nack_n].msg_id = msg_id;
+	e->nack_q[e->nack_n].status = status;
+	e->nack_n++;
+}
+
+static void flush_ctrl(ct_engine_t *e)
+{
+	for (uint32_t g = 0; e->acks_pending && g < e->max_peers; g++)
+		if (e->peers[g].ack_due)
+			send_ack(e, g);
+	while (e->nack_n) {
+		uint32_t i = e->nack_n - 1;
+		if (send_ctrl(e, e->nack_q[i].gid, CT_PKT_NACK, 0, e->nack_q[i].msg_id, e->nack_q[i].status))
+			break;
+		e->nack_n--;
+	}
+}
+
+/* Send the next packet of message idx. */
+static int send_pkt(ct_engine_t *e, uint32_t idx)
+{
+	ct_msg_t *m = &e->msgs[idx];
+	ct_peer_t *p = &e->peers[m->peer];
+	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .qos = m->qos, .src_gid = e->attr.gid,
+		      .dst_gid = m->peer, .conn_id = m->conn, .rkey = m->rkey, .roff = m->roff};
+	uint8_t buf[CT_HDR_BYTES];
+	const void *payload = NULL;
+	uint32_t plen = 0;
+	int rc;
+
+	if (p->next_psn - p->acked_psn >= e->credits)
+		return SEND_BLOCKED;
+	if (!m->started) {
+		if (m->kind <= MK_AMO) {
+			if (p->next_msg_id - p->done_upto >= CT_PEER_WIN)
+				return SEND_BLOCKED;
+			m->msg_id = p->next_msg_id++;
+			p->by_id[m->msg_id & (CT_PEER_WIN - 1)] = idx + 1;
+			m->need = NEED_ACK | (m->kind == MK_PUT ? 0 : NEED_RESP);
+		} else {
+			m->need = NEED_ACK;
+		}
+		m->started = 1;
+	}
+	h.msg_id = m->msg_id;
+	if (m->sent == 0)
+		h.flags |= CT_HF_FIRST;
+	switch (m->kind) {
+	case MK_PUT:
+	case MK_GET_RESP:
+		h.op = m->kind == MK_PUT ? CT_PKT_PUT : CT_PKT_GET_RESP;
+		plen = (uint32_t)GICE_MIN(m->len - m->sent, (uint64_t)m->mtu);
+		payload = e->base + m->src_off + m->sent;
+		h.msg_len = (uint32_t)m->len;
+		h.moff = (uint32_t)m->sent;
+		h.payload_len = plen;
+		if (m->kind == MK_PUT && (m->rflags & CT_RF_SIGNAL)) {
+			h.flags |= CT_HF_SIGNAL | ((m->rflags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
+				   ((m->rflags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
+			h.sig_id = m->sig_id;
+			h.value = m->value;
+		}
+		if (m->kind == MK_GET_RESP) {
+			h.aux = m->aux;
+			h.status = m->status;
+		}
+		break;
+	case MK_GET:
+		h.op = CT_PKT_GET_REQ;
+		h.value = m->len;
+		break;
+	case MK_AMO:
+		h.op = CT_PKT_ATOMIC_REQ;
+		h.value = m->value;
+		if (m->aux == CT_OP_AMO_CSWAP) {
+			h.flags |= CT_HF_CSWAP;
+			h.aux = m->compare;
+		}
+		break;
+	case MK_AMO_RESP:
+		h.op = CT_PKT_ATOMIC_RESP;
+		h.value = m->value;
+		h.aux = m->aux;
+		h.status = m->status;
+		break;
+	}
+	int last = m->sent + plen >= m->len;
+	if (last)
+		h.flags |= CT_HF_LAST;
+	h.psn = p->next_psn;
+	ct_proto_build(&h, buf);
+	rc = fab_send(e->attr.ep, p->addr, buf, sizeof(buf), payload, plen);
+	if (rc == GICE_ERR_AGAIN) {
+		ct_stat_add(&e->st.tx_again, 1);
+		return SEND_FULL;
+	}
+	if (rc) {
+		gice_error("ct", "send of %s to device %u failed: %s", ct_pkt_name(h.op), m->peer, gice_status_name(rc));
+		if (!m->status)
+			m->status = rc;
+		/* count the packet as sent: the peer will never ack it, so fail the message now */
+		m->need = 0;
+		return SEND_DONE;
+	}
+	if (m->sent == 0 && !m->t_first_tx)
+		m->t_first_tx = gice_now_ns();
+	p->next_psn++;
+	m->sent += plen;
+	ct_stat_add(&e->st.tx_pkts, 1);
+	ct_stat_add(&e->st.tx_bytes, plen);
+	if (!last)
+		return SEND_OK;
+	m->last_psn = h.psn;
+	return SEND_DONE;
+}
+
+/* Move new messages from the CTs' rings (and responses) onto the class lists. A fence holds its
+ * ring until every message to its peer is complete. */
+static int pull_rings(ct_engine_t *e)
+{
+	int n = 0;
+
+	for (uint32_t q = 0; q < CT_QOS_CLASSES; q++) {
+		for (uint32_t c = 0; c < e->attr.n_cts; c++) {
+			ct_ring_t *r = &e->tiles[c].mpg[q];
+			uint32_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+			/* acquire: the message entries the CT filled before publishing tail */
+			uint32_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+			for (; head != tail; head++) {
+				uint32_t idx = r->slot[head & (CT_MSGS_PER_CT - 1)];
+				ct_msg_t *m = &e->msgs[idx];
+				if (m->kind == MK_FENCE) {
+					if (e->peers[m->peer].inflight)
+						break;
+					complete_msg(e, idx);
+				} else {
+					e->peers[m->peer].inflight++;
+					fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
+					e->act_len[q]++;
+				}
+				n++;
+			}
+			atomic_store_explicit(&r->head, head, memory_order_release);
+		}
+		while (e->resp_head[q] != CT_NIL) {
+			fifo_push(e, &e->act_head[q], &e->act_tail[q], fifo_pop(e, &e->resp_head[q], &e->resp_tail[q]));
+			e->act_len[q]++;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* MPG: weighted round robin over QoS classes, round robin over the messages of a class, one
+ * packet per message per turn; messages whose peer has no credit wait their turn. */
+static int send_some(ct_engine_t *e)
+{
+	int sent = 0;
+
+	for (uint32_t turn = 0; turn < CT_QOS_CLASSES; turn++) {
+		uint32_t q = (e->wrr_class + turn) % CT_QOS_CLASSES;
+		uint32_t budget = e->weights[q], tries = e->act_len[q];
+		while (budget && tries--) {
+			uint32_t idx = fifo_pop(e, &e->act_head[q], &e->act_tail[q]);
+			ct_msg_t *m = &e->msgs[idx];
+			int rc = send_pkt(e, idx);
+			if (rc == SEND_FULL) {
+				/* back at the head: keep its place */
+				m->next = e->act_head[q];
+				e->act_head[q] = idx;
+				if (e->act_tail[q] == CT_NIL)
+					e->act_tail[q] = idx;
+				e->wrr_class = q;
+				return sent;
+			}
+			if (rc == SEND_DONE) {
+				ct_peer_t *p = &e->peers[m->peer];
+				e->act_len[q]--;
+				if (m->need == 0) /* failed at send */
+					complete_msg(e, idx);
+				else
+					fifo_push(e, &p->wait_head, &p->wait_tail, idx);
+			} else {
+				fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
+			}
+			if (rc != SEND_BLOCKED) {
+				budget--;
+				sent++;
+			}
+		}
+	}
+	e->wrr_class = (e->wrr_class + 1) % CT_QOS_CLASSES;
+	return sent;
+}
+
+/* ---------------------------------------------------------------- receiving */
+
+static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
+{
+	if (!psn_before(p->acked_psn, cum))
+		return; /* old or duplicate ack */
+	if (psn_before(p->next_psn, cum)) {
+		gice_error("ct", "ack for psn %u from a peer we sent only %u packets: ignored", cum, p->next_psn);
+		ct_stat_add(&e->st.rx_bad, 1);
+		return;
+	}
+	p->acked_psn = cum;
+	while (p->wait_head != CT_NIL && psn_before(e->msgs[p->wait_head].last_psn, cum)) {
+		uint32_t idx = fifo_pop(e, &p->wait_head, &p->wait_tail);
+		ct_msg_t *m = &e->msgs[idx];
+		m->need &= (uint8_t)~NEED_ACK;
+		if (!m->need)
+			complete_msg(e, idx);
+	}
+}
+
+static ct_msg_t *req_by_id(ct_engine_t *e, ct_peer_t *p, uint64_t msg_id, uint8_t kind, uint32_t *idx)
+{
+	uint32_t slot = p->by_id[msg_id & (CT_PEER_WIN - 1)];
+	ct_msg_t *m;
+
+	if (!slot)
+		return NULL;
+	m = &e->msgs[slot - 1];
+	if (m->msg_id != msg_id || (kind != 0xff && m->kind != kind))
+		return NULL;
+	*idx = slot - 1;
+	return m;
+}
+
+static void resp_done(ct_engine_t *e, uint32_t idx, int status)
+{
+	ct_msg_t *m = &e->msgs[idx];
+
+	if (status && !m->status)
+		m->status = status;
+	m->need &= (uint8_t)~NEED_RESP;
+	if (!m->need)
+		complete_msg(e, idx);
+}
+
+static void apply_signal(ct_engine_t *e, uint32_t src, const ct_rx_slot_t *s)
+{
+	if (s->sig_id < e->attr.n_cts || s->sig_id >= e->n_counters) {
+		gice_error("ct", "signal from device %u names counter %u; valid ids are %u..%u", src, s->sig_id,
+			   e->attr.n_cts, e->n_counters - 1);
+		return;
+	}
+	if (s->flags & CT_HF_SIG_ADD)
+		tm_counter_add(e->attr.tm, s->sig_id, s->value);
+	else
+		tm_counter_set(e->attr.tm, s->sig_id, s->value);
+}
+
+/* A request message has landed: weak signals apply now, strong ones once every earlier
+ * message from this peer has landed. */
+static void landed(ct_engine_t *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s)
+{
+	s->landed = 1;
+	if (s->status == GICE_OK && (s->flags & CT_HF_SIGNAL) && !(s->flags & CT_HF_STRONG))
+		apply_signal(e, src, s);
+	for (;;) {
+		ct_rx_slot_t *h = &p->rx[p->rx_landed & (CT_PEER_WIN - 1)];
+		if (h->id1 != p->rx_landed + 1 || !h->landed)
+			break;
+		if (h->status == GICE_OK && (h->flags & CT_HF_STRONG))
+			apply_signal(e, src, h);
+		h->id1 = 0;
+		p->rx_landed++;
+	}
+}
+
+static ct_rx_slot_t *rx_slot(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h)
+{
+	ct_rx_slot_t *s = &p->rx[h->msg_id & (CT_PEER_WIN - 1)];
+
+	if (s->id1 == h->msg_id + 1)
+		return s;
+	if (s->id1 || psn_before(h->msg_id, p->rx_landed) || h->msg_id - p->rx_landed >= CT_PEER_WIN) {
+		gice_error("ct", "message %u from device %u is outside the receive window [%u, +%u)", h->msg_id,
+			   h->src_gid, p->rx_landed, CT_PEER_WIN);
+		return NULL;
+	}
+	memset(s, 0, sizeof(*s));
+	s->id1 = h->msg_id + 1;
+	s->len = h->msg_len;
+	s->flags = h->flags;
+	s->sig_id = h->sig_id;
+	s->value = h->value;
+	return s;
+}
+
+static void rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
+{
+	if (s->status == GICE_OK) {
+		/* once per message, with the values involved */
+		gice_error("ct", "%s from device %u (msg %u): key 0x%llx offset %llu length %u: %s", ct_pkt_name(h->op),
+			   h->src_gid, h->msg_id, (unsigned long long)h->rkey, (unsigned long long)h->roff,
+			   h->op == CT_PKT_GET_REQ ? (uint32_t)h->value : h->msg_len, gice_status_name(status));
+		s->status = status;
+		send_nack(e, h->src_gid, h->msg_id, status);
+	}
+}
+
+static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
+{
+	ct_rx_slot_t *s = rx_slot(e, p, h);
+	uint64_t off;
+	int rc;
+
+	if (!s) {
+		ct_stat_add(&e->st.rx_bad, 1);
+		return;
+	}
+	switch (h->op) {
+	case CT_PKT_PUT:
+		/* the whole message range is checked at every packet: all or nothing lands */
+		rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
+		if (rc)
+			rx_fail(e, s, h, rc);
+		else if (s->status == GICE_OK && h->payload_len)
+			memcpy(e->base + off + h->moff, payload, h->payload_len);
+		s->got += h->payload_len;
+		if (s->got >= s->len && (h->payload_len || s->len == 0))
+			landed(e, h->src_gid, p, s);
+		return;
+	case CT_PKT_GET_REQ:
+	case CT_PKT_ATOMIC_REQ: {
+		uint64_t len = h->op == CT_PKT_GET_REQ ? h->value : 8;
+		uint32_t ri;
+		rc = len > UINT32_MAX ? GICE_ERR_INVALID : hbm_translate_key(e->attr.hbm, h->rkey, h->roff, len, &off);
+		if (!rc && h->op == CT_PKT_ATOMIC_REQ && (off & 7))
+			rc = GICE_ERR_INVALID;
+		if (!rc && (ri = e->resp_free) == CT_NIL)
+			rc = GICE_ERR_AGAIN;
+		if (rc) {
+			rx_fail(e, s, h, rc);
+			landed(e, h->src_gid, p, s);
+			return;
+		}
+		e->resp_free = e->msgs[ri].next;
+		ct_msg_t *m = &e->msgs[ri];
+		memset(m, 0, sizeof(*m));
+		m->owner = CT_NIL;
+		m->live = 1;
+		m->peer = h->src_gid;
+		m->qos = h->qos < CT_QOS_CLASSES ? h->qos : CT_QOS_CLASSES - 1;
+		m->mtu = e->mtu_max;
+		m->aux = h->msg_id;
+		m->ticket = UINT64_MAX;
+		m->counter = TM_NONE;
+		if (h->op == CT_PKT_GET_REQ) {
+			m->kind = MK_GET_RESP;
+			m->src_off = off;
+			m->len = len;
+		} else {
+			_Atomic uint64_t *w = (_Atomic uint64_t *)(e->base + off);
+			m->kind = MK_AMO_RESP;
+			if (h->flags & CT_HF_CSWAP) {
+				uint64_t expect = h->aux;
+				atomic_compare_exchange_strong(w, &expect, h->value);
+				m->value = expect; /* the old value either way */
+			} else {
+				m->value = atomic_fetch_add(w, h->value);
+			}
+		}
+		atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
+		fifo_push(e, &e->resp_head[m->qos], &e->resp_tail[m->qos], ri);
+		landed(e, h->src_gid, p, s);
+		return;
+	}
+	}
+}
+
+static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
+{
+	uint32_t idx;
+	ct_msg_t *m = req_by_id(e, p, h->aux, h->op == CT_PKT_GET_RESP ? MK_GET : MK_AMO, &idx);
+
+	if (!m || !(m->need & NEED_RESP)) {
+		gice_error("ct", "%s from device %u for unknown request %llu: dropped", ct_pkt_name(h->op), h->src_gid,
+			   (unsigned long long)h->aux);
+		ct_stat_add(&e->st.rx_bad, 1);
+		return;
+	}
+	if (h->status) {
+		resp_done(e, idx, h->status);
+		return;
+	}
+	if (h->op == CT_PKT_ATOMIC_RESP) {
+		if (!(m->rflags & CT_RF_NO_RESULT))
+			memcpy(e->base + m->src_off, &h->value, 8);
+		resp_done(e, idx, GICE_OK);
+		return;
+	}
+	if (h->msg_len != m->len) {
+		gice_error("ct", "get response of %u bytes for a get of %llu: dropped", h->msg_len,
+			   (unsigned long long)m->len);
+		ct_stat_add(&e->st.rx_bad, 1);
+		return;
+	}
+	memcpy(e->base + m->src_off + h->moff, payload, h->payload_len);
+	m->recvd += h->payload_len;
+	if (m->recvd >= m->len)
+		resp_done(e, idx, GICE_OK);
+}
+
+static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
+{
+	ct_hdr_t h;
+	const char *why;
+	ct_peer_t *p;
+
+	if (ct_proto_parse(buf, len, &h, &why)) {
+		ct_stat_add(&e->st.rx_bad, 1);
+		gice_warn("ct", "dropped a malformed packet of %zu bytes: %s", len, why);
+		return;
+	}
+	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present) {
+		ct_stat_add(&e->st.rx_unknown, 1);
+		gice_warn("ct", "dropped %s from device %u to device %u (this is device %u)", ct_pkt_name(h.op),
+			  h.src_gid, h.dst_gid, e->attr.gid);
+		return;
+	}
+	p = &e->peers[h.src_gid];
+	ct_stat_add(&e->st.rx_pkts, 1);
+	ct_stat_add(&e->st.rx_bytes, h.payload_len);
+	if (h.op == CT_PKT_ACK) {
+		rx_ack(e, p, h.psn);
+		return;
+	}
+	if (h.op == CT_PKT_NACK) {
+		uint32_t idx;
+		ct_msg_t *m = req_by_id(e, p, h.msg_id, 0xff, &idx);
+		if (m && h.status < 0)
+			resp_done(e, idx, h.status);
+		return;
+	}
+
+	/* sequenced packets: each psn is processed once */
+	uint32_t d = h.psn - p->rx_next_psn;
+	if ((int32_t)d < 0 || (d < CT_PSN_WIN && (p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] >> (h.psn % 64)) & 1)) {
+		ct_stat_add(&e->st.rx_dup, 1);
+		send_ack(e, h.src_gid);
+		return;
+	}
+	if (d >= CT_PSN_WIN) {
+		ct_stat_add(&e->st.rx_bad, 1);
+		gice_warn("ct", "psn %u from device %u is beyond the window (next %u): dropped", h.psn, h.src_gid,
+			  p->rx_next_psn);
+		return;
+	}
+	p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] |= 1ull << (h.psn % 64);
+	while ((p->rx_seen[(p->rx_next_psn / 64) % (CT_PSN_WIN / 64)] >> (p->rx_next_psn % 64)) & 1) {
+		p->rx_seen[(p->rx_next_psn / 64) % (CT_PSN_WIN / 64)] &= ~(1ull << (p->rx_next_psn % 64));
+		p->rx_next_psn++;
+	}
+
+	if (h.op == CT_PKT_GET_RESP || h.op == CT_PKT_ATOMIC_RESP)
+		rx_response(e, p, &h, buf + CT_HDR_BYTES);
+	else
+		rx_request(e, p, &h, buf + CT_HDR_BYTES);
+
+	if ((h.flags & CT_HF_LAST) || ++p->ack_unsent >= e->ack_every)
+		send_ack(e, h.src_gid);
+}
+
+/* ---------------------------------------------------------------- progress */
+
+int ct_link_progress(ct_engine_t *e)
+{
+	fab_event_t ev[16];
+	int work = 0, n;
+
+	if (!link_trylock(e))
+		return 0;
+	n = fab_poll(e->attr.ep, ev, GICE_ARRAY_SIZE(ev));
+	for (int i = 0; i < n; i++) {
+		if (ev[i].type == FAB_EV_RX) {
+			rx_packet(e, ev[i].buf, ev[i].len);
+			fab_release(e->attr.ep, ev[i].buf);
+		} else {
+			gice_warn("ct", "fabric error event: %s", gice_status_name(ev[i].status));
+		}
+	}
+	work += n > 0 ? n : 0;
+	work += pull_rings(e);
+	if (e->acks_pending || e->nack_n)
+		flush_ctrl(e);
+	work += send_some(e);
+	link_unlock(e);
+	return work;
+}
+
+/* Engine teardown (threads stopped): every live message completes with GICE_ERR_CANCELED. */
+void ct_link_cancel_all(ct_engine_t *e)
+{
+	uint32_t n = e->attr.n_cts * CT_MSGS_PER_CT + CT_RESP_MSGS;
+
+	for (uint32_t i = 0; i < n; i++) {
+		ct_msg_t *m = &e->msgs[i];
+		if (!m->live)
+			continue;
+		m->live = 0;
+		if (m->kind <= MK_FENCE) {
+			ct_complete_counter(e, m->counter, GICE_ERR_CANCELED);
+			ct_retire(e, m->owner, m->ticket);
+		}
+	}
+}

@@ -1,0 +1,133 @@
+/* ct_proto.c: header encode/decode and validation — pure functions over bytes. */
+#include "emu/ct_engine/ct_proto.h"
+
+#include <endian.h>
+#include <string.h>
+
+#include "emu/common/common.h"
+
+_Static_assert(sizeof(ct_hdr_t) == CT_HDR_BYTES, "host view mirrors the wire layout");
+
+#define PUT16(p, off, v) do { uint16_t t_ = htole16(v); memcpy((p) + (off), &t_, 2); } while (0)
+#define PUT32(p, off, v) do { uint32_t t_ = htole32(v); memcpy((p) + (off), &t_, 4); } while (0)
+#define PUT64(p, off, v) do { uint64_t t_ = htole64(v); memcpy((p) + (off), &t_, 8); } while (0)
+
+static inline uint32_t get32(const uint8_t *p, size_t off)
+{
+	uint32_t v;
+	memcpy(&v, p + off, 4);
+	return le32toh(v);
+}
+
+static inline uint64_t get64(const uint8_t *p, size_t off)
+{
+	uint64_t v;
+	memcpy(&v, p + off, 8);
+	return le64toh(v);
+}
+
+void ct_proto_build(const ct_hdr_t *h, void *buf)
+{
+	uint8_t *p = buf;
+
+	PUT32(p, 0, h->magic);
+	p[4] = h->version;
+	p[5] = h->op;
+	p[6] = h->flags;
+	p[7] = h->qos;
+	PUT32(p, 8, h->src_gid);
+	PUT32(p, 12, h->dst_gid);
+	PUT32(p, 16, h->conn_id);
+	PUT32(p, 20, h->msg_id);
+	PUT32(p, 24, h->psn);
+	PUT32(p, 28, h->payload_len);
+	PUT64(p, 32, h->rkey);
+	PUT64(p, 40, h->roff);
+	PUT32(p, 48, h->msg_len);
+	PUT32(p, 52, h->moff);
+	PUT32(p, 56, h->sig_id);
+	PUT32(p, 60, (uint32_t)h->status);
+	PUT64(p, 64, h->value);
+	PUT64(p, 72, h->aux);
+	PUT32(p, 80, h->job);
+	PUT32(p, 84, h->csum);
+	PUT64(p, 88, h->reserved);
+}
+
+const char *ct_pkt_name(unsigned op)
+{
+	switch (op) {
+#define CT_PKT_NAME_(n, v, s) \
+	case v:               \
+		return s;
+		CT_PKT_LIST(CT_PKT_NAME_)
+#undef CT_PKT_NAME_
+	}
+	return "UNKNOWN";
+}
+
+static int bad(const char **why, const char *what)
+{
+	if (why)
+		*why = what;
+	return GICE_ERR_BAD_PACKET;
+}
+
+int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
+{
+	const uint8_t *p = buf;
+
+	if (len < CT_HDR_BYTES)
+		return bad(why, "shorter than the header");
+	h->magic = get32(p, 0);
+	h->version = p[4];
+	h->op = p[5];
+	h->flags = p[6];
+	h->qos = p[7];
+	h->src_gid = get32(p, 8);
+	h->dst_gid = get32(p, 12);
+	h->conn_id = get32(p, 16);
+	h->msg_id = get32(p, 20);
+	h->psn = get32(p, 24);
+	h->payload_len = get32(p, 28);
+	h->rkey = get64(p, 32);
+	h->roff = get64(p, 40);
+	h->msg_len = get32(p, 48);
+	h->moff = get32(p, 52);
+	h->sig_id = get32(p, 56);
+	h->status = (int32_t)get32(p, 60);
+	h->value = get64(p, 64);
+	h->aux = get64(p, 72);
+	h->job = get32(p, 80);
+	h->csum = get32(p, 84);
+	h->reserved = get64(p, 88);
+
+	if (h->magic != CT_PROTO_MAGIC)
+		return bad(why, "bad magic");
+	if (h->version != CT_PROTO_VERSION)
+		return bad(why, "unsupported version");
+	if (h->op == 0 || h->op >= CT_PKT_MAX_)
+		return bad(why, "unknown op");
+	if (h->flags & ~CT_HF_KNOWN_)
+		return bad(why, "unknown flags");
+	if (h->reserved || h->job)
+		return bad(why, "reserved field not zero");
+	if (h->payload_len > CT_MAX_PAYLOAD || h->payload_len != len - CT_HDR_BYTES)
+		return bad(why, "payload length does not match packet length");
+	switch (h->op) {
+	case CT_PKT_PUT:
+	case CT_PKT_GET_RESP:
+		if ((uint64_t)h->moff + h->payload_len > h->msg_len)
+			return bad(why, "payload past the message end");
+		if (h->payload_len == 0 && h->msg_len != 0)
+			return bad(why, "empty packet of a non-empty message");
+		break;
+	default:
+		if (h->payload_len || h->msg_len || h->moff)
+			return bad(why, "control packet with payload");
+		break;
+	}
+	if ((h->flags & CT_HF_STRONG) && !(h->flags & CT_HF_SIGNAL))
+		return bad(why, "strong flag without signal");
+	return GICE_OK;
+}

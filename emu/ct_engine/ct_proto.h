@@ -1,0 +1,80 @@
+/* ct_proto.h: the gice wire protocol (docs/protocol.md). Every packet is one 96-byte header,
+ * little-endian fixed-width fields, magic and version first, reserved fields zero, followed by
+ * payload_len bytes. The op enum is never renumbered. fabric/ carries packets as opaque bytes;
+ * ct_proto_parse is a pure function over bytes (the fuzzer's entry point).
+ */
+#ifndef GICE_CT_PROTO_H
+#define GICE_CT_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CT_PROTO_MAGIC 0x45434947u /* "GICE" little-endian */
+#define CT_PROTO_VERSION 1
+#define CT_HDR_BYTES 96
+#define CT_MAX_PAYLOAD (1u << 20) /* largest MTU accepted */
+
+/* X-macro keeps the packet-type enum and its name table in step. */
+#define CT_PKT_LIST(X)                                                             \
+	X(CT_PKT_PUT, 1, "PUT")                 /* payload to (rkey, roff+moff) */ \
+	X(CT_PKT_GET_REQ, 2, "GET_REQ")         /* ask for value bytes at (rkey, roff) */ \
+	X(CT_PKT_GET_RESP, 3, "GET_RESP")       /* payload of a get; aux = request msg id */ \
+	X(CT_PKT_ATOMIC_REQ, 4, "ATOMIC_REQ")   /* fetch-add or compare-swap 8 bytes */ \
+	X(CT_PKT_ATOMIC_RESP, 5, "ATOMIC_RESP") /* value = old word; aux = request msg id */ \
+	X(CT_PKT_ACK, 6, "ACK")                 /* psn = every psn below it received */ \
+	X(CT_PKT_NACK, 7, "NACK")               /* msg_id failed with status */
+
+enum ct_pkt_op {
+#define CT_PKT_ENUM_(n, v, s) n = v,
+	CT_PKT_LIST(CT_PKT_ENUM_)
+#undef CT_PKT_ENUM_
+	CT_PKT_MAX_
+};
+
+enum ct_pkt_flags {
+	CT_HF_FIRST = 1u << 0,   /* first packet of its message */
+	CT_HF_LAST = 1u << 1,    /* last packet of its message */
+	CT_HF_SIGNAL = 1u << 2,  /* apply (sig_id, value) when the message has landed */
+	CT_HF_SIG_ADD = 1u << 3, /* signal adds value (else sets it) */
+	CT_HF_STRONG = 1u << 4,  /* signal waits until every earlier message from this peer landed */
+	CT_HF_CSWAP = 1u << 5,   /* ATOMIC_REQ: compare (aux) and swap (value); else fetch-add */
+	CT_HF_KNOWN_ = (1u << 6) - 1
+};
+
+/* Host-order view of the header. On the wire every field is little-endian at the offset in
+ * its comment; ct_proto_build/parse convert. */
+typedef struct {
+	uint32_t magic;       /*  0 CT_PROTO_MAGIC */
+	uint8_t version;      /*  4 CT_PROTO_VERSION */
+	uint8_t op;           /*  5 enum ct_pkt_op */
+	uint8_t flags;        /*  6 enum ct_pkt_flags */
+	uint8_t qos;          /*  7 QoS class of the connection */
+	uint32_t src_gid;     /*  8 sending device (global id) */
+	uint32_t dst_gid;     /* 12 receiving device */
+	uint32_t conn_id;     /* 16 sender's connection id */
+	uint32_t msg_id;      /* 20 per (src, dst) message sequence */
+	uint32_t psn;         /* 24 per (src, dst) packet sequence; ACK: cumulative */
+	uint32_t payload_len; /* 28 bytes after the header */
+	uint64_t rkey;        /* 32 target region key */
+	uint64_t roff;        /* 40 offset of the message start in the region */
+	uint32_t msg_len;     /* 48 payload bytes of the whole message */
+	uint32_t moff;        /* 52 offset of this payload in the message */
+	uint32_t sig_id;      /* 56 target signal counter (CT_HF_SIGNAL) */
+	int32_t status;       /* 60 NACK / responses: gice_status_t */
+	uint64_t value;       /* 64 signal value, atomic operand or old value, get length */
+	uint64_t aux;         /* 72 atomic compare; responses: request msg id */
+	uint32_t job;         /* 80 reserved for the job authentication value; zero */
+	uint32_t csum;        /* 84 CRC32C of header and payload when enabled; else zero */
+	uint64_t reserved;    /* 88 zero */
+} ct_hdr_t;
+
+/* Encode h into CT_HDR_BYTES bytes at buf. */
+void ct_proto_build(const ct_hdr_t *h, void *buf);
+/* Decode and validate len bytes at buf: length, magic, version, op, known flags, reserved zero,
+ * payload_len == len - CT_HDR_BYTES <= CT_MAX_PAYLOAD, moff + payload_len <= msg_len for data
+ * packets, no payload on control packets. GICE_OK and *h filled, or GICE_ERR_BAD_PACKET with
+ * *why (may be NULL) naming the failed check. Touches nothing but *h and *why. */
+int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why);
+const char *ct_pkt_name(unsigned op);
+
+#endif
