@@ -43,6 +43,7 @@ TOOL_BINS := $(TOOLS:%=$(BUILD)/bin/%)
 TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)
 
 .PHONY: all deps test run asan tsan install clean bench
+.SECONDARY:
 all: $(LIBA) $(LIBSO) $(TOOL_BINS) $(TEST_BINS)
 
 deps:

@@ -219,7 +219,8 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		h.status = m->status;
 		break;
 	}
-	int last = m->sent + plen >= m->len;
+	/* get and atomic requests and atomic responses are one packet; data messages end at len */
+	int last = (m->kind != MK_PUT && m->kind != MK_GET_RESP) || m->sent + plen >= m->len;
 	if (last)
 		h.flags |= CT_HF_LAST;
 	h.psn = p->next_psn;

@@ -1,0 +1,1 @@
+TESTS += test_proto test_gice
