@@ -130,7 +130,8 @@ struct tm_region {
 };
 
 const gice_param_t tm_params[] = {
-	{"GICE_COUNTERS", "4096", "counters (trigger words and completion records) per device, multiple of 64",
+	{"GICE_COUNTERS", "4096",
+	 "counters (trigger words and completion records) per device, multiple of 64",
 	 GICE_PARAM_U64, 64, TM_MAX_COUNTERS},
 	{"GICE_CT_QUEUE_DEPTH", "256", "slots in each CT request queue, power of two", GICE_PARAM_U64,
 	 TM_MIN_QUEUE_DEPTH, TM_MAX_QUEUE_DEPTH},
@@ -707,7 +708,8 @@ int tm_cmp_ok(uint64_t value, tm_cmp_t cmp, uint64_t v)
 }
 
 /* One check: 1 done (rc set), 0 keep waiting. */
-static inline int wait_check(struct tm_counter *c, tm_cmp_t cmp, uint64_t v, uint64_t *seen, int *rc)
+static inline int wait_check(struct tm_counter *c, tm_cmp_t cmp, uint64_t v, uint64_t *seen,
+			     int *rc)
 {
 	if (gice_unlikely(atomic_load_explicit(&c->fail, memory_order_acquire))) {
 		int st = atomic_load_explicit(&c->status, memory_order_relaxed);
@@ -731,9 +733,10 @@ int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint6
 	uint64_t start = gice_now_ns(), now = start, seen = 0;
 	uint64_t deadline = timeout_ns == UINT64_MAX || timeout_ns > UINT64_MAX - start ?
 				    UINT64_MAX : start + timeout_ns;
-	uint64_t spin_end = GICE_MIN(deadline, spin_ns > UINT64_MAX - start ? UINT64_MAX : start + spin_ns);
+	uint64_t spin_end = spin_ns > UINT64_MAX - start ? UINT64_MAX : start + spin_ns;
 	int rc;
 
+	spin_end = GICE_MIN(spin_end, deadline);
 	/* Spin phase: no syscall, an occasional yield so a 2-core machine makes progress. */
 	for (uint32_t i = 0;; i++) {
 		if (wait_check(c, cmp, v, &seen, &rc))

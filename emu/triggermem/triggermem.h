@@ -44,7 +44,8 @@ typedef struct {
 
 /* Region life cycle. create: new memfd of the given layout, zeroed, header written; name shows
  * in /proc/PID/fd. attach: map a region created elsewhere (fd from another process), checking
- * magic, version and size: GICE_ERR_INVALID with the values found otherwise. */
+ * magic, version and size: GICE_ERR_INVALID with the values found otherwise. attach keeps its
+ * own duplicate of fd (the caller may close fd); create's fd is close-on-exec. */
 int tm_region_create(const tm_layout_t *layout, const char *name, tm_region_t **out);
 int tm_region_attach(int fd, tm_region_t **out);
 void tm_region_destroy(tm_region_t *r);
@@ -53,7 +54,8 @@ const tm_layout_t *tm_region_layout(const tm_region_t *r);
 
 /* Counter ids are allocated by the process that created the region. Ids 0..n_cts-1 are reserved:
  * counter c is "retired tickets of queue c" (see tm_queue_push). alloc: GICE_ERR_NO_MEMORY when
- * all are in use (message names n_counters). free: GICE_ERR_INVALID on a free or reserved id. */
+ * all are in use (message names n_counters). free: GICE_ERR_INVALID on a free or reserved id.
+ * Both return GICE_ERR_UNSUPPORTED in a process that attached the region. */
 int tm_counter_alloc(tm_region_t *r, uint32_t *id);
 int tm_counter_free(tm_region_t *r, uint32_t id);
 
