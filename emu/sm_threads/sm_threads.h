@@ -37,7 +37,8 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns);
 
 /* Enqueue (asynchronous; returns at once). launch: run fn on nblocks blocks (>=1); arg is
  * passed as is and must stay valid until the kernel ends; on_done(arg) (may be NULL) runs after
- * the last block, on the stream thread (lets the caller free arg).
+ * the last block, on the stream thread (lets the caller free arg); it also runs when the launch
+ * is skipped because of the stream's sticky error.
  * wait_value: the stream stalls until cmp(counter, value) holds; past timeout_ns the wait fails
  * with GICE_ERR_TIMED_OUT (logged with counter, value expected and found) and the stream's sticky
  * error is set; later work on that stream is skipped. write_value: set or add to a counter
