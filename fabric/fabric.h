@@ -57,7 +57,9 @@ typedef struct {
 	/* give a received buffer back (reposted for receive) */
 	void (*release)(fab_ep_t *ep, void *buf);
 	/* fd that becomes readable when poll may have work, or -1 when the backend has none;
-	 * before sleeping on it call trywait: 0 means safe to sleep, GICE_ERR_AGAIN means poll first */
+	 * before sleeping on it call trywait: 0 means safe to sleep, GICE_ERR_AGAIN means poll first
+	 * (GICE_ERR_UNSUPPORTED without a wait fd). ofi with libfabric 1.17: tcp has one; shm and
+	 * udp have none (see fab_ofi.c) */
 	int (*wait_fd)(fab_ep_t *ep);
 	int (*trywait)(fab_ep_t *ep);
 } fab_ops_t;
@@ -66,8 +68,15 @@ typedef struct {
 struct fab_ep {
 	const fab_ops_t *ops;
 	char provider[32]; /* provider actually in use, e.g. "tcp;ofi_rxm" or "shm" */
+	int ordered;       /* 1: poll returns the packets of one sender in send order (the provider
+			    * granted FI_ORDER_SAS); 0: they may come reordered */
 };
 
+/* Open an endpoint: backend "ofi"; provider attr->provider, else GICE_FI_PROVIDER, else the first
+ * of shm, tcp that opens. Socket providers are bound to GICE_FAB_IFACE (see fab_params).
+ * GICE_ERR_NOT_FOUND: libfabric has no such provider with RDM messaging here;
+ * GICE_ERR_INVALID: bad attributes (max_packet 0 or above the provider's limit);
+ * GICE_ERR_CONFIG: a bad GICE_FAB_* value; GICE_ERR_FABRIC / NO_MEMORY: set-up failed. */
 int fab_open(const fab_attr_t *attr, fab_ep_t **out);
 
 static inline void fab_close(fab_ep_t *ep) { ep->ops->close(ep); }
@@ -86,7 +95,7 @@ static inline void fab_release(fab_ep_t *ep, void *buf) { ep->ops->release(ep, b
 static inline int fab_wait_fd(fab_ep_t *ep) { return ep->ops->wait_fd(ep); }
 static inline int fab_trywait(fab_ep_t *ep) { return ep->ops->trywait(ep); }
 
-/* GICE_FI_PROVIDER, GICE_FAB_TX_DEPTH, GICE_FAB_RX_DEPTH. */
+/* GICE_FI_PROVIDER, GICE_FAB_IFACE, GICE_FAB_TX_DEPTH, GICE_FAB_RX_DEPTH. */
 extern const gice_param_t fab_params[];
 
 #endif

@@ -1,0 +1,57 @@
+/* fabric.c: backend and provider choice for fab_open, and the GICE_FI_* / GICE_FAB_* parameters. */
+#include "fabric/fabric.h"
+
+#include <string.h>
+
+/* Backends, defined in their own files. */
+extern const fab_ops_t fab_ofi_ops;
+
+const gice_param_t fab_params[] = {
+	{"GICE_FI_PROVIDER", "",
+	 "libfabric provider (shm, tcp, udp, sockets, verbs, ...; passed to fi_getinfo); empty: the "
+	 "first of shm, tcp that opens",
+	 GICE_PARAM_STR, 0, 0},
+	{"GICE_FAB_IFACE", "lo",
+	 "network interface of the socket providers: copied into FI_TCP_IFACE, FI_UDP_IFACE, "
+	 "FI_SOCKETS_IFACE and FI_NET_IFACE when those are unset (keeps traffic on loopback or in our "
+	 "own namespace)",
+	 GICE_PARAM_STR, 0, 0},
+	{"GICE_FAB_TX_DEPTH", "256", "send buffers per endpoint (packets in flight)", GICE_PARAM_U64, 1, 65536},
+	{"GICE_FAB_RX_DEPTH", "256", "receive buffers posted per endpoint", GICE_PARAM_U64, 1, 65536},
+	{NULL, NULL, NULL, 0, 0, 0},
+};
+
+static const fab_ops_t *const fab_backends[] = {&fab_ofi_ops};
+
+int fab_open(const fab_attr_t *attr, fab_ep_t **out)
+{
+	static const char *const auto_providers[] = {"shm", "tcp"};
+	const fab_ops_t *be = fab_backends[0]; /* only "ofi" for now */
+	const char *env = gice_param_str(&fab_params[0]);
+	fab_attr_t a;
+	int rc = GICE_ERR_NOT_FOUND;
+
+	if (!attr || !out) {
+		gice_error("fab", "fab_open: attr and out are required");
+		return GICE_ERR_INVALID;
+	}
+	a = *attr;
+	if ((attr->provider && *attr->provider) || *env) {
+		a.provider = (attr->provider && *attr->provider) ? attr->provider : env;
+		rc = be->open(&a, out);
+		if (rc == GICE_ERR_NOT_FOUND)
+			gice_error("fab", "no libfabric provider \"%s\" with RDM messaging here (fi_info -l lists "
+				   "them)", a.provider);
+		return rc;
+	}
+	for (size_t i = 0; i < GICE_ARRAY_SIZE(auto_providers); i++) {
+		a.provider = auto_providers[i];
+		rc = be->open(&a, out);
+		if (rc == GICE_OK || rc == GICE_ERR_INVALID || rc == GICE_ERR_CONFIG)
+			return rc; /* opened, or the attributes are wrong for any provider */
+		gice_info("fab", "provider %s did not open (%s), trying the next one", a.provider,
+			  gice_status_name(rc));
+	}
+	gice_error("fab", "no libfabric provider opened: tried shm, tcp (set GICE_FI_PROVIDER)");
+	return rc;
+}
