@@ -19,7 +19,7 @@
 static const gice_param_t api_params[] = {
 	{"GICE_TIMEOUT_MS", "10000", "default timeout of every wait (device waits, quiet, stream waits, syncs)",
 	 GICE_PARAM_U64, 1, 86400000},
-	{"GICE_WAIT_SPIN_US", "20", "microseconds a waiting kernel or host spins before sleeping on the futex",
+	{"GICE_WAIT_SPIN_US", "2", "microseconds a waiting kernel or host spins before sleeping on the futex",
 	 GICE_PARAM_U64, 0, 1000000},
 	{"GICE_MAX_DEVICES", "16", "devices one process may open", GICE_PARAM_U64, 1, 1024},
 	{NULL, NULL, NULL, 0, 0, 0},
@@ -172,7 +172,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 	uint64_t mtu;
 	if ((rc = gice_param_u64(gice_param_find(ct_params, "GICE_MTU"), &mtu)))
 		goto err_tm;
-	fab_attr_t fa = {.provider = a.provider, .max_packet = 96 + mtu};
+	fab_attr_t fa = {.provider = a.provider, .max_packet = mtu};
 	if ((rc = fab_open(&fa, &d->ep)))
 		goto err_tm;
 	d->addr_len = sizeof(d->addr);
@@ -308,7 +308,17 @@ static int ctr_ok(const gice_device_t *d, gice_counter_t c)
 	return 0;
 }
 
-int gice_counter_alloc(gice_device_t *d, gice_counter_t *c) { return tm_counter_alloc(d->tm, c); }
+int gice_counter_alloc(gice_device_t *d, gice_counter_t *c)
+{
+	gice_counter_t id;
+	int rc = tm_counter_alloc(d->tm, &id);
+
+	if (rc)
+		return rc;
+	tm_counter_reset(d->tm, id); /* a recycled counter starts from zero */
+	*c = id;
+	return GICE_OK;
+}
 int gice_counter_free(gice_device_t *d, gice_counter_t c) { return tm_counter_free(d->tm, c); }
 
 uint64_t gice_counter_read(gice_device_t *d, gice_counter_t c)

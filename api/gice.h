@@ -91,7 +91,7 @@ int gice_mem_deregister(gice_device_t *dev, uint64_t key);
 
 typedef struct {
 	uint8_t qos;  /* QoS class 0 (most urgent) .. 3 */
-	uint32_t mtu; /* payload bytes per packet; 0: GICE_MTU */
+	uint32_t mtu; /* largest packet, 96-byte header included; 0: GICE_MTU */
 } gice_conn_attr_t;
 
 /* Open a connection context from dev to device peer_id (gice_device_id of the peer). Plain

@@ -11,9 +11,9 @@
 
 const gice_param_t ct_params[] = {
 	{"GICE_CTS", "2", "CT engine threads per device", GICE_PARAM_U64, 1, TM_MAX_CTS},
-	{"GICE_MTU", "4096", "largest payload bytes per packet (connections may use less)", GICE_PARAM_SIZE, 64,
-	 CT_MAX_PAYLOAD},
-	{"GICE_CT_SPIN_US", "50", "microseconds a CT polls after its last work before it sleeps on its doorbell",
+	{"GICE_MTU", "4096", "largest packet on the link in bytes, the 96-byte header included (connections may use less)",
+	 GICE_PARAM_SIZE, 256, CT_MAX_PAYLOAD},
+	{"GICE_CT_SPIN_US", "200", "microseconds a CT polls after its last work before it sleeps on its doorbell",
 	 GICE_PARAM_U64, 0, 10000000},
 	{"GICE_CT_POLL_US", "1000",
 	 "while idle, CT 0 wakes this often to poll the fabric for arriving packets (microseconds)", GICE_PARAM_U64,
@@ -244,6 +244,8 @@ static int exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
 	uint32_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
 	ring->slot[tail & (CT_MSGS_PER_CT - 1)] = idx;
 	atomic_store_explicit(&ring->tail, tail + 1, memory_order_release);
+	if (t->idx != 0)
+		tm_doorbell_ring(e->attr.tm, 0); /* CT 0 runs the link */
 	return 0;
 }
 
@@ -356,15 +358,6 @@ static int drain_queue(ct_tile_t *t)
 	return n;
 }
 
-static int ring_empty(const ct_tile_t *t)
-{
-	for (int q = 0; q < CT_QOS_CLASSES; q++)
-		if (atomic_load_explicit(&t->mpg[q].head, memory_order_acquire) !=
-		    atomic_load_explicit(&t->mpg[q].tail, memory_order_relaxed))
-			return 0;
-	return 1;
-}
-
 static void *ct_thread(void *arg)
 {
 	ct_tile_t *t = arg;
@@ -383,14 +376,17 @@ static void *ct_thread(void *arg)
 		uint32_t n = tm_dirty_take(e->attr.tm, t->idx, ids, GICE_ARRAY_SIZE(ids));
 		for (uint32_t i = 0; i < n; i++)
 			work += fire_due(t, ids[i]) + 1;
-		work += ct_link_progress(e);
+		/* CT 0 owns the link (MPG, receive path); the others only feed it. One poller per device
+		 * keeps a 2-core machine with several devices from drowning in spinning threads. */
+		if (t->idx == 0)
+			work += ct_link_progress(e);
 		if (work) {
 			t->last_work_ns = gice_now_ns();
 			spins = 0;
 			continue;
 		}
 		uint64_t now = gice_now_ns();
-		if (now - t->last_work_ns < e->spin_ns || !ring_empty(t)) {
+		if (now - t->last_work_ns < e->spin_ns) {
 			/* two cores may run four ranks: let other threads in now and then */
 			if ((++spins & 63) == 0)
 				sched_yield();
@@ -401,10 +397,8 @@ static void *ct_thread(void *arg)
 		/* Sleep on the doorbell. Messages in flight need polling for acks: sleep briefly. CT 0
 		 * also polls the fabric for arriving packets while idle. */
 		uint64_t timeout = 100000000ull;
-		if (ct_link_busy(e))
-			timeout = 20000;
-		else if (t->idx == 0)
-			timeout = e->poll_ns;
+		if (t->idx == 0)
+			timeout = ct_link_busy(e) ? 20000 : e->poll_ns;
 		tm_doorbell_sleep(e->attr.tm, t->idx, seq, timeout);
 		spins = 0;
 	}
@@ -578,8 +572,8 @@ int ct_conn_open(ct_engine_t *e, const ct_conn_attr_t *attr, uint32_t *conn)
 	uint32_t mtu = attr->mtu ? attr->mtu : e->mtu_max;
 	int present;
 
-	if (attr->peer_gid >= e->max_peers || attr->qos >= CT_QOS_CLASSES || mtu > e->mtu_max || mtu < 64) {
-		gice_error("ct", "connection to gid %u qos %u mtu %u: bad attribute (max gid %u, qos < %u, mtu 64..%u)",
+	if (attr->peer_gid >= e->max_peers || attr->qos >= CT_QOS_CLASSES || mtu > e->mtu_max || mtu < 256) {
+		gice_error("ct", "connection to gid %u qos %u mtu %u: bad attribute (max gid %u, qos < %u, mtu 256..%u)",
 			   attr->peer_gid, attr->qos, mtu, e->max_peers - 1, CT_QOS_CLASSES, e->mtu_max);
 		return GICE_ERR_INVALID;
 	}
@@ -595,7 +589,7 @@ int ct_conn_open(ct_engine_t *e, const ct_conn_attr_t *attr, uint32_t *conn)
 		if (e->conns[i].open)
 			continue;
 		e->conns[i].peer = attr->peer_gid;
-		e->conns[i].mtu = mtu;
+		e->conns[i].mtu = mtu - CT_HDR_BYTES; /* payload bytes per packet */
 		e->conns[i].qos = attr->qos;
 		/* published before any request can name it: the id travels to the CT through the
 		 * queue's release/acquire */

@@ -74,7 +74,7 @@ typedef struct {
 typedef struct {
 	uint32_t peer_gid; /* device at the other end (added with ct_peer_add) */
 	uint8_t qos;       /* 0..CT_QOS_CLASSES-1; 0 is the most urgent */
-	uint32_t mtu;      /* payload bytes per packet; 0: GICE_MTU */
+	uint32_t mtu;      /* largest packet, header included; 0: GICE_MTU */
 } ct_conn_attr_t;
 
 typedef struct {

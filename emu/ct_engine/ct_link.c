@@ -481,7 +481,7 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 		m->live = 1;
 		m->peer = h->src_gid;
 		m->qos = h->qos < CT_QOS_CLASSES ? h->qos : CT_QOS_CLASSES - 1;
-		m->mtu = e->mtu_max;
+		m->mtu = e->mtu_max - CT_HDR_BYTES;
 		m->aux = h->msg_id;
 		m->ticket = UINT64_MAX;
 		m->counter = TM_NONE;

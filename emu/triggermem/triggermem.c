@@ -614,9 +614,14 @@ void tm_counter_watch(tm_region_t *r, uint32_t id, uint32_t ct, int on)
 /* ---- counter writes ---- */
 
 /* Common tail of every write: wake waiters, notify watching CTs. */
-static inline void counter_notify(tm_region_t *r, uint32_t id, struct tm_counter *c)
+/* Stamp before the change: a reader that sees the new value (acquire) also sees its time. */
+static inline void counter_stamp(struct tm_counter *c)
 {
 	atomic_store_explicit(&c->ts_ns, gice_now_ns(), memory_order_relaxed);
+}
+
+static inline void counter_notify(tm_region_t *r, uint32_t id, struct tm_counter *c)
+{
 	/* seq_cst RMW: releases the value/fail change to waiters that read seq (acquire) and is
 	 * ordered before the waiters load (Dekker pair with tm_counter_wait's registration). */
 	atomic_fetch_add_explicit(&c->seq, 1, memory_order_seq_cst);
@@ -635,6 +640,7 @@ void tm_counter_add(tm_region_t *r, uint32_t id, uint64_t v)
 {
 	struct tm_counter *c = ctr(r, id);
 
+	counter_stamp(c);
 	atomic_fetch_add_explicit(&c->value, v, memory_order_seq_cst);
 	counter_notify(r, id, c);
 }
@@ -643,6 +649,7 @@ void tm_counter_set(tm_region_t *r, uint32_t id, uint64_t v)
 {
 	struct tm_counter *c = ctr(r, id);
 
+	counter_stamp(c);
 	atomic_store_explicit(&c->value, v, memory_order_seq_cst);
 	counter_notify(r, id, c);
 }
@@ -651,6 +658,7 @@ void tm_counter_fail(tm_region_t *r, uint32_t id, int status)
 {
 	struct tm_counter *c = ctr(r, id);
 
+	counter_stamp(c);
 	atomic_store_explicit(&c->status, status, memory_order_relaxed);
 	/* seq_cst (so release): a reader that sees the new failure count sees the status. */
 	atomic_fetch_add_explicit(&c->fail, 1, memory_order_seq_cst);

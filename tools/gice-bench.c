@@ -1,0 +1,385 @@
+/* gice-bench: microbenchmarks of the emulated hardware.
+ *   trigger  a kernel writes a trigger word; the CT watching it fires an armed counter-add; the
+ *            latency is from the trigger write to the CT's write of that counter (its timestamp).
+ *   put      put_signal ping-pong between two devices through libfabric (every device talks
+ *            through its endpoint): one-way latency = half the round trip, MB/s = bytes / one-way
+ *            time (the fi_pingpong convention, so the two compare directly).
+ * --csv prints bench,transport,ranks,bytes,iters,p50_us,p99_us,MBps,busbw_MBps. */
+#include <getopt.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/gice.h"
+
+static struct {
+	int csv, check, stages;
+	const char *provider;
+	long iters;
+	size_t sizes[32];
+	int nsizes;
+} opt = {.iters = 0};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct(uint64_t *v, long n, double p)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+	long i = (long)(p * (double)(n - 1) + 0.5);
+	return (double)v[i] / 1000.0;
+}
+
+static void die(const char *what, int rc)
+{
+	fprintf(stderr, "gice-bench: %s: %s (%s)\n", what, gice_status_name(rc), gice_status_str(rc));
+	exit(1);
+}
+#define CHECK(call)                           \
+	do {                                  \
+		int rc_ = (call);             \
+		if (rc_)                      \
+			die(#call, rc_);      \
+	} while (0)
+
+static void header(void)
+{
+	if (opt.csv)
+		printf("bench,transport,ranks,bytes,iters,p50_us,p99_us,MBps,busbw_MBps\n");
+	else
+		printf("%-8s %-14s %5s %9s %7s %9s %9s %10s %10s\n", "bench", "transport", "ranks", "bytes", "iters",
+		       "p50_us", "p99_us", "MBps", "busbw_MBps");
+}
+
+static void row(const char *bench, const char *transport, int ranks, size_t bytes, long iters, double p50, double p99,
+		double mbps)
+{
+	if (opt.csv)
+		printf("%s,%s,%d,%zu,%ld,%.3f,%.3f,%.1f,%.1f\n", bench, transport, ranks, bytes, iters, p50, p99, mbps,
+		       mbps);
+	else
+		printf("%-8s %-14s %5d %9zu %7ld %9.3f %9.3f %10.1f %10.1f\n", bench, transport, ranks, bytes, iters, p50,
+		       p99, mbps, mbps);
+	fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- trigger */
+
+struct trig_args {
+	gice_trigger_t t;
+	gice_counter_t r;
+	long iters;
+	uint64_t *lat;
+};
+
+static void trig_kernel(gice_kctx_t *k, void *a_)
+{
+	struct trig_args *a = a_;
+
+	for (long i = 0; i < a->iters; i++) {
+		uint64_t t0 = now_ns();
+		gice_trigger_add(k, a->t, 1);
+		if (gice_wait_until(k, a->r, GICE_CMP_GE, (uint64_t)i + 1, 0, NULL))
+			return;
+		/* r's timestamp is when the CT, having seen the trigger, executed the armed op */
+		gice_counter_state_t st;
+		gice_counter_get(k->dev, a->r, &st);
+		a->lat[i] = st.ts_ns - t0;
+	}
+}
+
+static int bench_trigger(void)
+{
+	gice_device_attr_t attr = {.provider = opt.provider};
+	gice_device_t *d;
+	gice_stream_t *s;
+	gice_trigger_t t;
+	gice_counter_t r;
+	gice_desc_t desc;
+	long iters = opt.iters ? opt.iters : 20000;
+	uint64_t *lat = calloc((size_t)iters, sizeof(*lat));
+
+	CHECK(gice_device_open(&attr, &d));
+	CHECK(gice_stream_create(d, &s));
+	CHECK(gice_counter_alloc(d, &t));
+	CHECK(gice_counter_alloc(d, &r));
+	/* persistent: every increment of t fires r += 1 */
+	gice_op_t op = {.type = GICE_OP_COUNTER_ADD, .signal = r, .value = 1, .completion = GICE_NO_COUNTER};
+	CHECK(gice_arm(d, t, 1, 1, &op, &desc));
+	struct trig_args a = {.t = t, .r = r, .iters = iters, .lat = lat};
+	CHECK(gice_launch(s, trig_kernel, 1, &a, sizeof(a)));
+	CHECK(gice_stream_sync(s, 0));
+	if (gice_counter_read(d, r) != (uint64_t)iters) {
+		fprintf(stderr, "gice-bench trigger: %llu of %ld triggers fired\n",
+			(unsigned long long)gice_counter_read(d, r), iters);
+		return 1;
+	}
+	long skip = iters / 10; /* warm-up */
+	row("trigger", "in-process", 1, 8, iters - skip, pct(lat + skip, iters - skip, 0.5),
+	    pct(lat + skip, iters - skip, 0.99), 0);
+	CHECK(gice_disarm(d, desc));
+	CHECK(gice_stream_destroy(s));
+	CHECK(gice_device_close(d));
+	free(lat);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- put ping-pong */
+
+struct pp_args {
+	int initiator, check;
+	gice_conn_t c;
+	uint64_t rkey;
+	gice_counter_t my_sig, peer_sig;
+	uint8_t *src, *dst;
+	size_t bytes;
+	long iters, warm;
+	uint64_t *rtt, *t_start, *t_end;
+	_Atomic long *bad_offset; /* first mismatching offset, or -1 */
+};
+
+static void pattern(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		memcpy(p + i, &x, 8);
+	}
+	for (; i < n; i++)
+		p[i] = (uint8_t)(seed + i);
+}
+
+static void verify(struct pp_args *a, uint64_t seed)
+{
+	static _Thread_local uint8_t *tmp;
+	static _Thread_local size_t tmp_n;
+	if (tmp_n < a->bytes) {
+		free(tmp);
+		tmp = malloc(a->bytes);
+		tmp_n = a->bytes;
+	}
+	pattern(tmp, a->bytes, seed);
+	if (memcmp(tmp, a->dst, a->bytes)) {
+		for (size_t i = 0; i < a->bytes; i++)
+			if (tmp[i] != a->dst[i]) {
+				long expect = -1;
+				atomic_compare_exchange_strong(a->bad_offset, &expect, (long)i);
+				break;
+			}
+	}
+}
+
+static void pp_kernel(gice_kctx_t *k, void *a_)
+{
+	struct pp_args *a = a_;
+	long total = a->warm + a->iters;
+
+	for (long i = 0; i < total; i++) {
+		uint64_t t0 = now_ns();
+		if (i == a->warm)
+			*a->t_start = t0;
+		if (a->initiator) {
+			if (a->check)
+				pattern(a->src, a->bytes, (uint64_t)i * 2);
+			gice_put_signal(k, a->c, a->rkey, 0, a->src, a->bytes, a->peer_sig, 1, GICE_SIGNAL_ADD,
+					GICE_NO_COUNTER);
+			if (gice_wait_until(k, a->my_sig, GICE_CMP_GE, (uint64_t)i + 1, 0, NULL))
+				return;
+			if (a->check)
+				verify(a, (uint64_t)i * 2 + 1);
+		} else {
+			if (gice_wait_until(k, a->my_sig, GICE_CMP_GE, (uint64_t)i + 1, 0, NULL))
+				return;
+			if (a->check) {
+				verify(a, (uint64_t)i * 2);
+				pattern(a->src, a->bytes, (uint64_t)i * 2 + 1);
+			}
+			gice_put_signal(k, a->c, a->rkey, 0, a->src, a->bytes, a->peer_sig, 1, GICE_SIGNAL_ADD,
+					GICE_NO_COUNTER);
+		}
+		if (i >= a->warm && a->rtt)
+			a->rtt[i - a->warm] = now_ns() - t0;
+	}
+	*a->t_end = now_ns();
+	gice_quiet(k);
+}
+
+/* Median per-stage times of the initiator's most recent operations (from its CT trace ring). */
+static void print_stages(gice_device_t *d, size_t bytes)
+{
+	gice_trace_t tr[256];
+	uint64_t pick[256], wire[256], done[256];
+	uint32_t n = gice_device_trace(d, tr, 256);
+
+	if (!n)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		pick[i] = tr[i].t_pickup - tr[i].t_issue;
+		wire[i] = tr[i].t_first_tx - tr[i].t_pickup;
+		done[i] = tr[i].t_complete - tr[i].t_first_tx;
+	}
+	fprintf(stderr, "# %zu B stages (median of last %u, us): issue->CT pickup %.3f, pickup->first packet %.3f, "
+			"first packet->ack %.3f\n",
+		bytes, n, pct(pick, n, 0.5), pct(wire, n, 0.5), pct(done, n, 0.5));
+}
+
+static long default_iters(size_t bytes)
+{
+	if (opt.iters)
+		return opt.iters;
+	return bytes <= 64 ? 20000 : bytes <= 4096 ? 10000 : bytes <= 65536 ? 2000 : 200;
+}
+
+static int bench_put(void)
+{
+	gice_device_attr_t attr = {.provider = opt.provider};
+	gice_device_t *d[2];
+	gice_stream_t *s[2];
+	uint8_t *src[2], *dst[2];
+	uint64_t key[2];
+	gice_conn_t c[2];
+	size_t maxb = 0;
+	int failed = 0;
+
+	for (int i = 0; i < opt.nsizes; i++)
+		if (opt.sizes[i] > maxb)
+			maxb = opt.sizes[i];
+	if (!attr.hbm_bytes && maxb * 2 + (1 << 20) > (64u << 20))
+		attr.hbm_bytes = maxb * 2 + (16u << 20);
+	for (int i = 0; i < 2; i++) {
+		void *p;
+		CHECK(gice_device_open(&attr, &d[i]));
+		CHECK(gice_stream_create(d[i], &s[i]));
+		CHECK(gice_mem_alloc(d[i], maxb ? maxb : 1, &p));
+		src[i] = p;
+		CHECK(gice_mem_alloc(d[i], maxb ? maxb : 1, &p));
+		dst[i] = p;
+		CHECK(gice_mem_register(d[i], src[i], maxb ? maxb : 1, &key[i]));
+		uint64_t k2;
+		CHECK(gice_mem_register(d[i], dst[i], maxb ? maxb : 1, &k2));
+		key[i] = k2; /* peers write into dst */
+	}
+	for (int i = 0; i < 2; i++)
+		CHECK(gice_conn_open(d[i], gice_device_id(d[1 - i]), NULL, &c[i]));
+	const char *transport = gice_device_provider(d[0]);
+
+	for (int si = 0; si < opt.nsizes; si++) {
+		size_t bytes = opt.sizes[si];
+		long iters = default_iters(bytes), warm = iters / 10 + 1;
+		uint64_t *rtt = calloc((size_t)iters, sizeof(*rtt));
+		uint64_t t_start = 0, t_end = 0, t_start1 = 0, t_end1 = 0;
+		_Atomic long bad = -1;
+		gice_counter_t sig[2];
+		struct pp_args a[2];
+
+		for (int i = 0; i < 2; i++)
+			CHECK(gice_counter_alloc(d[i], &sig[i]));
+		for (int i = 0; i < 2; i++) {
+			a[i] = (struct pp_args){.initiator = i == 0, .check = opt.check, .c = c[i], .rkey = key[1 - i],
+						.my_sig = sig[i], .peer_sig = sig[1 - i], .src = src[i], .dst = dst[i],
+						.bytes = bytes, .iters = iters, .warm = warm, .rtt = i == 0 ? rtt : NULL,
+						.t_start = i == 0 ? &t_start : &t_start1,
+						.t_end = i == 0 ? &t_end : &t_end1, .bad_offset = &bad};
+		}
+		CHECK(gice_launch(s[1], pp_kernel, 1, &a[1], sizeof(a[1])));
+		CHECK(gice_launch(s[0], pp_kernel, 1, &a[0], sizeof(a[0])));
+		CHECK(gice_stream_sync(s[0], 0));
+		CHECK(gice_stream_sync(s[1], 0));
+		if (gice_counter_read(d[0], sig[0]) != (uint64_t)(iters + warm)) {
+			fprintf(stderr, "gice-bench put: %zu bytes: ping-pong stopped after %llu of %ld round trips\n",
+				bytes, (unsigned long long)gice_counter_read(d[0], sig[0]), iters + warm);
+			return 1;
+		}
+		if (opt.check && atomic_load(&bad) >= 0) {
+			fprintf(stderr, "gice-bench put: %zu bytes: payload mismatch at offset %ld\n", bytes,
+				atomic_load(&bad));
+			failed = 1;
+		}
+		double elapsed_us = (double)(t_end - t_start) / 1000.0;
+		double one_way_us = elapsed_us / (double)iters / 2.0;
+		for (long i = 0; i < iters; i++)
+			rtt[i] /= 2; /* one-way */
+		row("put", transport, 2, bytes, iters, pct(rtt, iters, 0.5), pct(rtt, iters, 0.99),
+		    (double)bytes / one_way_us);
+		if (opt.stages)
+			print_stages(d[0], bytes);
+		for (int i = 0; i < 2; i++)
+			CHECK(gice_counter_free(d[i], sig[i]));
+		free(rtt);
+	}
+	for (int i = 0; i < 2; i++) {
+		CHECK(gice_stream_destroy(s[i]));
+		CHECK(gice_device_close(d[i]));
+	}
+	return failed;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: gice-bench trigger|put [--csv] [--sizes 8,4096,...] [--iters N] [--provider NAME] "
+		   "[--check] [--stages]\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {{"csv", no_argument, 0, 'c'},      {"sizes", required_argument, 0, 's'},
+					   {"iters", required_argument, 0, 'n'}, {"provider", required_argument, 0, 'p'},
+					   {"check", no_argument, 0, 'k'},     {"help", no_argument, 0, 'h'},
+					   {"stages", no_argument, 0, 'S'},
+					   {0, 0, 0, 0}};
+	const char *sizes = "8,4096,65536,1048576";
+	int ch, rc;
+
+	while ((ch = getopt_long(argc, argv, "cs:n:p:khS", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'c': opt.csv = 1; break;
+		case 's': sizes = optarg; break;
+		case 'n': opt.iters = atol(optarg); break;
+		case 'p': opt.provider = optarg; break;
+		case 'k': opt.check = 1; break;
+		case 'S': opt.stages = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return 2;
+	}
+	char buf[256];
+	snprintf(buf, sizeof(buf), "%s", sizes);
+	for (char *save, *t = strtok_r(buf, ",", &save); t && opt.nsizes < 32; t = strtok_r(NULL, ",", &save)) {
+		char *end;
+		unsigned long long v = strtoull(t, &end, 0);
+		if (*end == 'k' || *end == 'K')
+			v <<= 10;
+		else if (*end == 'm' || *end == 'M')
+			v <<= 20;
+		opt.sizes[opt.nsizes++] = (size_t)v;
+	}
+	CHECK(gice_init());
+	header();
+	if (!strcmp(argv[optind], "trigger"))
+		rc = bench_trigger();
+	else if (!strcmp(argv[optind], "put"))
+		rc = bench_put();
+	else {
+		usage(stderr);
+		rc = 2;
+	}
+	gice_finalize();
+	return rc;
+}
