@@ -1,1 +1,2 @@
 TESTS += test_proto test_gice
+TESTS += test_docs

@@ -1,0 +1,3 @@
+TOOLS += gice-bench
+TOOLS += gice-info
+TOOLS += gice-demo
