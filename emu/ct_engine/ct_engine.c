@@ -387,11 +387,15 @@ static void *ct_thread(void *arg)
 		}
 		uint64_t now = gice_now_ns();
 		if (now - t->last_work_ns < e->spin_ns) {
-			/* two cores may run four ranks: let other threads in now and then */
-			if ((++spins & 63) == 0)
+			/* Back off while idle: polling the fabric takes the provider's locks, which the
+			 * peer's sender needs too (shm); and two cores may run four ranks, so let other
+			 * threads in now and then. */
+			if ((++spins & 63) == 0) {
 				sched_yield();
-			else
-				gice_cpu_relax();
+			} else {
+				for (unsigned i = 0, lim = 1u << GICE_MIN(spins, 5u); i < lim; i++)
+					gice_cpu_relax();
+			}
 			continue;
 		}
 		/* Sleep on the doorbell. Messages in flight need polling for acks: sleep briefly. CT 0
