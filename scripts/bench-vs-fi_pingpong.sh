@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# bench-vs-fi_pingpong.sh [PROVIDER...]: run gice-bench put and libfabric's fi_pingpong on the
+# same provider in one run, several rounds, and print medians and the ratios the issues name:
+# 8 B one-way latency (gice / fi_pingpong, lower is better) and 1 MiB bandwidth (gice /
+# fi_pingpong, higher is better). Default providers: shm tcp. Loopback only.
+set -eu
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+rounds=${ROUNDS:-3}
+bench=$build/bin/gice-bench
+[ -x "$bench" ] || { echo "build first: make" >&2; exit 1; }
+command -v fi_pingpong >/dev/null || { echo "fi_pingpong missing (Debian libfabric-bin)" >&2; exit 1; }
+export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_UDP_IFACE=${FI_UDP_IFACE:-lo}
+port=47601
+
+median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+
+# fi_pingpong SIZE ITERS PROVIDER → "usec_per_xfer MBps"
+fipp() {
+	local size=$1 iters=$2 prov=$3 out
+	port=$((port + 1))
+	timeout 60 fi_pingpong -p "$prov" -e rdm -S "$size" -I "$iters" -B "$port" >/dev/null 2>&1 &
+	local srv=$!
+	sleep 0.3
+	out=$(timeout 60 fi_pingpong -p "$prov" -e rdm -S "$size" -I "$iters" -P "$port" 127.0.0.1 2>/dev/null) || true
+	wait "$srv" 2>/dev/null || true
+	# columns: bytes iters total time MB/sec usec/xfer Mxfers/sec
+	echo "$out" | awk -v s="$size" '$1 ~ /^[0-9]/ && NF >= 6 { print $(NF-1), $(NF-2) }' | tail -1
+}
+
+printf '%-6s %10s %12s %12s %8s\n' provider metric gice fi_pingpong ratio
+for prov in "${@:-shm tcp}"; do
+	for p in $prov; do
+		gl=() gb=() fl=() fb=()
+		for r in $(seq "$rounds"); do
+			csv=$("$bench" put --csv --provider "$p" --sizes 8,1048576) || { echo "gice-bench failed on $p" >&2; continue; }
+			gl+=("$(echo "$csv" | awk -F, '$4 == 8 {print $6}')")
+			gb+=("$(echo "$csv" | awk -F, '$4 == 1048576 {print $8}')")
+			read -r l _ <<<"$(fipp 8 20000 "$p")"
+			read -r _ b <<<"$(fipp 1048576 200 "$p")"
+			fl+=("$l")
+			fb+=("$b")
+		done
+		gL=$(printf '%s\n' "${gl[@]}" | median) fL=$(printf '%s\n' "${fl[@]}" | median)
+		gB=$(printf '%s\n' "${gb[@]}" | median) fB=$(printf '%s\n' "${fb[@]}" | median)
+		printf '%-6s %10s %12s %12s %8s\n' "$p" "8B_us" "$gL" "$fL" "$(awk -v a="$gL" -v b="$fL" 'BEGIN{ if (b > 0) printf "%.2fx", a/b; else print "n/a" }')"
+		printf '%-6s %10s %12s %12s %8s\n' "$p" "1MiB_MBps" "$gB" "$fB" "$(awk -v a="$gB" -v b="$fB" 'BEGIN{ if (b > 0) printf "%.2fx", a/b; else print "n/a" }')"
+	done
+done
