@@ -4,6 +4,7 @@
  *   put      put_signal ping-pong between two devices through libfabric (every device talks
  *            through its endpoint): one-way latency = half the round trip, MB/s = bytes / one-way
  *            time (the fi_pingpong convention, so the two compare directly).
+ *   idle     CPU used by an idle device over one second, after 10 ms of idleness.
  * --csv prints bench,transport,ranks,bytes,iters,p50_us,p99_us,MBps,busbw_MBps. */
 #include <getopt.h>
 #include <stdatomic.h>
@@ -327,9 +328,43 @@ static int bench_put(void)
 	return failed;
 }
 
+/* ---------------------------------------------------------------- idle */
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU used by an idle device (all its SM, stream and CT threads), after it has been idle for
+ * 10 ms, over one second, as a percentage of one core. */
+static int bench_idle(void)
+{
+	gice_device_attr_t attr = {.provider = opt.provider};
+	gice_device_t *d;
+	gice_stream_t *s;
+	struct timespec ten_ms = {0, 10000000}, one_s = {1, 0};
+
+	CHECK(gice_device_open(&attr, &d));
+	CHECK(gice_stream_create(d, &s));
+	nanosleep(&ten_ms, NULL);
+	double c0 = cpu_s();
+	uint64_t t0 = now_ns();
+	nanosleep(&one_s, NULL);
+	double pct_core = (cpu_s() - c0) / ((double)(now_ns() - t0) / 1e9) * 100.0;
+	if (opt.csv)
+		printf("idle,%s,1,0,1,0,0,0,0\n# idle device: %.2f%% of a core\n", gice_device_provider(d), pct_core);
+	else
+		printf("idle device (%s): %.2f%% of one core over 1 s\n", gice_device_provider(d), pct_core);
+	CHECK(gice_stream_destroy(s));
+	CHECK(gice_device_close(d));
+	return 0;
+}
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: gice-bench trigger|put [--csv] [--sizes 8,4096,...] [--iters N] [--provider NAME] "
+	fprintf(f, "usage: gice-bench trigger|put|idle [--csv] [--sizes 8,4096,...] [--iters N] [--provider NAME] "
 		   "[--check] [--stages]\n");
 }
 
@@ -371,11 +406,14 @@ int main(int argc, char **argv)
 		opt.sizes[opt.nsizes++] = (size_t)v;
 	}
 	CHECK(gice_init());
-	header();
+	if (strcmp(argv[optind], "idle"))
+		header();
 	if (!strcmp(argv[optind], "trigger"))
 		rc = bench_trigger();
 	else if (!strcmp(argv[optind], "put"))
 		rc = bench_put();
+	else if (!strcmp(argv[optind], "idle"))
+		rc = bench_idle();
 	else {
 		usage(stderr);
 		rc = 2;

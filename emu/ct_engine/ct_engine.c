@@ -15,7 +15,7 @@ const gice_param_t ct_params[] = {
 	 GICE_PARAM_SIZE, 256, CT_MAX_PAYLOAD},
 	{"GICE_CT_SPIN_US", "200", "microseconds a CT polls after its last work before it sleeps on its doorbell",
 	 GICE_PARAM_U64, 0, 10000000},
-	{"GICE_CT_POLL_US", "1000",
+	{"GICE_CT_POLL_US", "2000",
 	 "while idle, CT 0 wakes this often to poll the fabric for arriving packets (microseconds)", GICE_PARAM_U64,
 	 10, 10000000},
 	{"GICE_CT_MAX_DESCS", "4096", "armed descriptors per device", GICE_PARAM_U64, 16, 1u << 20},
