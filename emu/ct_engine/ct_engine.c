@@ -411,6 +411,22 @@ static void *ct_thread(void *arg)
 
 /* ---------------------------------------------------------------- set-up */
 
+/* Free everything ct_engine_create allocated (threads already stopped). */
+static void engine_free(ct_engine_t *e)
+{
+	for (uint32_t c = 0; e->tiles && c < e->attr.n_cts; c++) {
+		free(e->tiles[c].done);
+		free(e->tiles[c].armed);
+	}
+	free(e->descs);
+	free(e->conns);
+	free(e->peers);
+	free(e->tiles);
+	free(e->msgs);
+	pthread_mutex_destroy(&e->setup_lock);
+	free(e);
+}
+
 int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 {
 	const tm_layout_t *lay = tm_region_layout(attr->tm);
@@ -496,16 +512,8 @@ err_threads:
 		pthread_join(e->tiles[c].thread, NULL);
 	}
 err_mem:
-	for (uint32_t c = 0; e->tiles && c < attr->n_cts; c++) {
-		free(e->tiles[c].done);
-		free(e->tiles[c].armed);
-	}
-	free(e->descs);
-	free(e->conns);
-	free(e->peers);
-	free(e->tiles);
-	free(e->msgs);
-	pthread_mutex_destroy(&e->setup_lock);
+	engine_free(e);
+	return rc;
 err_free:
 	free(e);
 	return rc;
@@ -521,17 +529,7 @@ void ct_engine_destroy(ct_engine_t *e)
 		pthread_join(e->tiles[c].thread, NULL);
 	}
 	ct_link_cancel_all(e);
-	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
-		free(e->tiles[c].done);
-		free(e->tiles[c].armed);
-	}
-	free(e->descs);
-	free(e->conns);
-	free(e->peers);
-	free(e->tiles);
-	free(e->msgs);
-	pthread_mutex_destroy(&e->setup_lock);
-	free(e);
+	engine_free(e);
 }
 
 static void link_lock(ct_engine_t *e)
