@@ -397,6 +397,21 @@ START_TEST(out_of_bounds_destination_fails_and_writes_nothing)
 }
 END_TEST
 
+START_TEST(put_signal_to_a_bad_signal_counter_fails_and_writes_nothing)
+{
+	gice_completion_t c = ctr(0);
+
+	memset(buf[1] + TGT, 0x5a, 4096);
+	fill(buf[0], 4096, 3);
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0][1], .local = buf[0], .bytes = 4096, .rkey = key[1],
+			.roff = TGT, .value = 1, .signal = 0 /* reserved: not a signal */, .completion = c};
+	ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[0], c, GICE_CMP_GE, 1, 5000, NULL), GICE_ERR_INVALID);
+	for (size_t i = 0; i < 4096; i++)
+		ck_assert_uint_eq(buf[1][TGT + i], 0x5a);
+}
+END_TEST
+
 START_TEST(unregistered_source_fails_before_sending)
 {
 	void *p;
@@ -473,6 +488,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, wrong_key_fails_with_bad_key_and_writes_nothing);
 	tcase_add_test(tc, out_of_bounds_destination_fails_and_writes_nothing);
 	tcase_add_test(tc, unregistered_source_fails_before_sending);
+	tcase_add_test(tc, put_signal_to_a_bad_signal_counter_fails_and_writes_nothing);
 	tcase_add_test(tc, device_wait_times_out_with_timeout_status);
 	suite_add_tcase(s, tc);
 	return s;

@@ -185,7 +185,7 @@ static int exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
 	}
 
 	if (r->conn >= CT_MAX_CONNS || !e->conns[r->conn].open) {
-		gice_error("ct", "request %s on connection %u that is not open", ct_pkt_name(r->op), r->conn);
+		gice_error("ct", "request op %u on connection %u that is not open", r->op, r->conn);
 		fail_now(e, t, r, ticket, GICE_ERR_INVALID);
 		return 0;
 	}

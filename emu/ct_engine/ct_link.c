@@ -109,7 +109,8 @@ static void send_ack(ct_engine_t *e, uint32_t gid)
 {
 	ct_peer_t *p = &e->peers[gid];
 
-	if (send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, 0, 0) == GICE_OK) {
+	/* an ACK covering a failed message must not overtake its NACK: hold it while NACKs wait */
+	if (e->nack_n == 0 && send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, 0, 0) == GICE_OK) {
 		ct_stat_add(&e->st.acks_sent, 1);
 		p->ack_unsent = 0;
 		if (p->ack_due) {
@@ -125,7 +126,7 @@ static void send_ack(ct_engine_t *e, uint32_t gid)
 static void send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 {
 	ct_stat_add(&e->st.nacks_sent, 1);
-	if (send_ctrl(e, gid, CT_PKT_NACK, 0, msg_id, status) == GICE_OK)
+	if (e->nack_n == 0 && send_ctrl(e, gid, CT_PKT_NACK, 0, msg_id, status) == GICE_OK)
 		return;
 	if (e->nack_n == GICE_ARRAY_SIZE(e->nack_q)) {
 		gice_error("ct", "nack queue full: NACK of message %u to device %u (%s) lost", msg_id, gid,
@@ -140,15 +141,16 @@ static void send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 
 static void flush_ctrl(ct_engine_t *e)
 {
+	/* NACKs first, oldest first, then the ACKs they held back */
+	uint32_t sent = 0;
+	while (sent < e->nack_n && !send_ctrl(e, e->nack_q[sent].gid, CT_PKT_NACK, 0, e->nack_q[sent].msg_id,
+					      e->nack_q[sent].status))
+		sent++;
+	memmove(e->nack_q, e->nack_q + sent, (e->nack_n - sent) * sizeof(e->nack_q[0]));
+	e->nack_n -= sent;
 	for (uint32_t g = 0; e->acks_pending && g < e->max_peers; g++)
 		if (e->peers[g].ack_due)
 			send_ack(e, g);
-	while (e->nack_n) {
-		uint32_t i = e->nack_n - 1;
-		if (send_ctrl(e, e->nack_q[i].gid, CT_PKT_NACK, 0, e->nack_q[i].msg_id, e->nack_q[i].status))
-			break;
-		e->nack_n--;
-	}
 }
 
 /* Send the next packet of message idx. */
@@ -203,6 +205,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	case MK_GET:
 		h.op = CT_PKT_GET_REQ;
 		h.value = m->len;
+		h.aux = m->mtu + CT_HDR_BYTES; /* largest response packet we take */
 		break;
 	case MK_AMO:
 		h.op = CT_PKT_ATOMIC_REQ;
@@ -452,6 +455,8 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 	case CT_PKT_PUT:
 		/* the whole message range is checked at every packet: all or nothing lands */
 		rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
+		if (!rc && (h->flags & CT_HF_SIGNAL) && (h->sig_id < e->attr.n_cts || h->sig_id >= e->n_counters))
+			rc = GICE_ERR_INVALID; /* no such signal counter: nothing lands */
 		if (rc)
 			rx_fail(e, s, h, rc);
 		else if (s->status == GICE_OK && h->payload_len)
@@ -481,7 +486,8 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 		m->live = 1;
 		m->peer = h->src_gid;
 		m->qos = h->qos < CT_QOS_CLASSES ? h->qos : CT_QOS_CLASSES - 1;
-		m->mtu = e->mtu_max - CT_HDR_BYTES;
+		/* cut responses to the requester's packet size (GET_REQ aux), never above ours */
+		m->mtu = (uint32_t)GICE_MIN((uint64_t)e->mtu_max, h->aux ? h->aux : e->mtu_max) - CT_HDR_BYTES;
 		m->aux = h->msg_id;
 		m->ticket = UINT64_MAX;
 		m->counter = TM_NONE;
@@ -548,14 +554,17 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	ct_peer_t *p;
 
 	if (ct_proto_parse(buf, len, &h, &why)) {
-		ct_stat_add(&e->st.rx_bad, 1);
-		gice_warn("ct", "dropped a malformed packet of %zu bytes: %s", len, why);
+		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_bad, 1, memory_order_relaxed);
+		if (n < 10 || n % 1000 == 0) /* per-packet path: rate-limited */
+			gice_warn("ct", "dropped a malformed packet of %zu bytes: %s (%llu so far)", len, why,
+				  (unsigned long long)n + 1);
 		return;
 	}
 	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present) {
-		ct_stat_add(&e->st.rx_unknown, 1);
-		gice_warn("ct", "dropped %s from device %u to device %u (this is device %u)", ct_pkt_name(h.op),
-			  h.src_gid, h.dst_gid, e->attr.gid);
+		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_unknown, 1, memory_order_relaxed);
+		if (n < 10 || n % 1000 == 0)
+			gice_warn("ct", "dropped %s from device %u to device %u (this is device %u; %llu so far)",
+				  ct_pkt_name(h.op), h.src_gid, h.dst_gid, e->attr.gid, (unsigned long long)n + 1);
 		return;
 	}
 	p = &e->peers[h.src_gid];
