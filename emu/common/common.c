@@ -55,11 +55,16 @@ static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static void log_init(void)
 {
 	const char *lv = gice_param_str(&gice_common_params[0]);
-	int level = GICE_LOG_WARN;
+	int level = -1;
 
 	for (int i = 0; i < (int)GICE_ARRAY_SIZE(level_names); i++)
 		if (!strcasecmp(lv, level_names[i]))
 			level = i;
+	if (level < 0) {
+		fprintf(stderr, "gice[%d] error config: GICE_LOG_LEVEL=\"%s\" is not one of error, warn, info, debug, "
+				"trace; using warn\n", (int)getpid(), lv);
+		level = GICE_LOG_WARN;
+	}
 	log_subsys = gice_param_str(&gice_common_params[1]);
 	if (!strcmp(log_subsys, "all"))
 		log_subsys = NULL;
