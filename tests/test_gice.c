@@ -175,9 +175,16 @@ START_TEST(chained_triggers_cross_three_devices_without_host)
 	ck_assert_int_eq(memcmp(buf[2] + TGT, buf[1], 100000), 0);
 	ck_assert_int_eq(memcmp(buf[3] + TGT, buf[2], 100000), 0);
 	ck_assert_int_eq(memcmp(buf[3] + TGT + 200000, buf[0], 10), 0);
-	/* one-shot descriptors fired once: a second trigger does nothing */
+	/* one-shot descriptors fired once: a second trigger does nothing. A marker armed at 2 on the
+	 * same trigger fires after any re-fire of the first (threshold order, same CT and connection)
+	 * and its strong signal lands only after every earlier put from dev0 to dev1 has landed. */
+	gice_counter_t mark = ctr(1);
+	gice_op_t marker = {.type = GICE_OP_PUT, .conn = conn[0][1], .local = buf[0], .bytes = 8, .rkey = key[1],
+			    .roff = TGT + 300000, .value = 1, .signal = mark,
+			    .signal_flags = GICE_SIGNAL_ADD | GICE_SIGNAL_STRONG, .completion = GICE_NO_COUNTER};
+	ck_assert_int_eq(gice_arm(dev[0], t0, 2, 0, &marker, &d), GICE_OK);
 	ck_assert_int_eq(gice_counter_add(dev[0], t0, 1), GICE_OK);
-	ck_assert_int_eq(gice_device_quiet(dev[0], 5000), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[1], mark, GICE_CMP_GE, 1, 10000, NULL), GICE_OK);
 	ck_assert_uint_eq(gice_counter_read(dev[1], s1), 1);
 }
 END_TEST

@@ -532,17 +532,6 @@ void ct_engine_destroy(ct_engine_t *e)
 	engine_free(e);
 }
 
-static void link_lock(ct_engine_t *e)
-{
-	while (atomic_exchange_explicit(&e->link_lock, 1, memory_order_acquire))
-		sched_yield();
-}
-
-static void link_unlock(ct_engine_t *e)
-{
-	atomic_store_explicit(&e->link_lock, 0, memory_order_release);
-}
-
 int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len)
 {
 	fab_addr_t fa;
@@ -552,9 +541,9 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len)
 		gice_error("ct", "peer gid %u >= GICE_CT_MAX_PEERS=%u", gid, e->max_peers);
 		return GICE_ERR_INVALID;
 	}
-	link_lock(e);
+	ct_link_lock(e);
 	if (e->peers[gid].present) {
-		link_unlock(e);
+		ct_link_unlock(e);
 		return GICE_OK;
 	}
 	rc = fab_insert(e->attr.ep, addr, len, &fa);
@@ -565,7 +554,7 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len)
 		p->wait_head = p->wait_tail = CT_NIL;
 		p->present = 1;
 	}
-	link_unlock(e);
+	ct_link_unlock(e);
 	return rc;
 }
 
@@ -579,9 +568,9 @@ int ct_conn_open(ct_engine_t *e, const ct_conn_attr_t *attr, uint32_t *conn)
 			   attr->peer_gid, attr->qos, mtu, e->max_peers - 1, CT_QOS_CLASSES, e->mtu_max);
 		return GICE_ERR_INVALID;
 	}
-	link_lock(e);
+	ct_link_lock(e);
 	present = e->peers[attr->peer_gid].present;
-	link_unlock(e);
+	ct_link_unlock(e);
 	if (!present) {
 		gice_error("ct", "connection to device %u: peer was never added", attr->peer_gid);
 		return GICE_ERR_NOT_FOUND;
@@ -723,10 +712,10 @@ uint32_t ct_trace_read(const ct_engine_t *ce, ct_trace_t *out, uint32_t max)
 	ct_engine_t *e = (ct_engine_t *)ce;
 	uint32_t n;
 
-	link_lock(e);
+	ct_link_lock(e);
 	n = (uint32_t)GICE_MIN((uint64_t)max, GICE_MIN(e->trace_n, (uint64_t)CT_TRACE_RING));
 	for (uint32_t i = 0; i < n; i++)
 		out[i] = e->trace[(e->trace_n - n + i) % CT_TRACE_RING];
-	link_unlock(e);
+	ct_link_unlock(e);
 	return n;
 }

@@ -3,6 +3,7 @@
 #define GICE_CT_INTERNAL_H
 
 #include <pthread.h>
+#include <sched.h>
 
 #include "emu/ct_engine/ct_engine.h"
 #include "emu/ct_engine/ct_proto.h"
@@ -140,6 +141,23 @@ struct ct_engine {
 static inline void ct_stat_add(_Atomic uint64_t *c, uint64_t v)
 {
 	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* The link lock: whoever holds it drives the endpoint (CT 0 in its loop; host set-up calls). */
+static inline int ct_link_trylock(struct ct_engine *e)
+{
+	return !atomic_exchange_explicit(&e->link_lock, 1, memory_order_acquire);
+}
+
+static inline void ct_link_lock(struct ct_engine *e)
+{
+	while (!ct_link_trylock(e))
+		sched_yield();
+}
+
+static inline void ct_link_unlock(struct ct_engine *e)
+{
+	atomic_store_explicit(&e->link_lock, 0, memory_order_release);
 }
 
 /* ct_link.c */

@@ -15,16 +15,6 @@ enum { SEND_OK, SEND_DONE, SEND_BLOCKED, SEND_FULL };
 
 static int psn_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
-static int link_trylock(ct_engine_t *e)
-{
-	return !atomic_exchange_explicit(&e->link_lock, 1, memory_order_acquire);
-}
-
-static void link_unlock(ct_engine_t *e)
-{
-	atomic_store_explicit(&e->link_lock, 0, memory_order_release);
-}
-
 int ct_link_busy(ct_engine_t *e)
 {
 	return atomic_load_explicit(&e->msgs_live, memory_order_relaxed) != 0;
@@ -617,7 +607,7 @@ int ct_link_progress(ct_engine_t *e)
 	fab_event_t ev[16];
 	int work = 0, n;
 
-	if (!link_trylock(e))
+	if (!ct_link_trylock(e))
 		return 0;
 	n = fab_poll(e->attr.ep, ev, GICE_ARRAY_SIZE(ev));
 	for (int i = 0; i < n; i++) {
@@ -633,7 +623,7 @@ int ct_link_progress(ct_engine_t *e)
 	if (e->acks_pending || e->nack_n)
 		flush_ctrl(e);
 	work += send_some(e);
-	link_unlock(e);
+	ct_link_unlock(e);
 	return work;
 }
 
