@@ -37,6 +37,8 @@ struct gice_device {
 	uint32_t n_cts;
 	uint8_t addr[FAB_ADDR_MAX];
 	size_t addr_len;
+	fab_mr_info_t mr; /* device memory for peers' rendezvous reads */
+	int has_mr;
 };
 
 struct gice_stream {
@@ -184,6 +186,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 		goto err_ep;
 	if ((rc = smt_create(a.n_sms, d->index, d->tm, &d->smt)))
 		goto err_ct;
+	d->has_mr = ct_engine_mr(d->ct, &d->mr) == GICE_OK;
 
 	/* wire peers both ways, including the device itself (loopback through its endpoint) */
 	pthread_mutex_lock(&g.lock);
@@ -191,9 +194,9 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 		gice_device_t *p = g.devs[i];
 		if (!p || (p != d && !p->smt))
 			continue;
-		rc = ct_peer_add(d->ct, p->gid, p->addr, p->addr_len);
+		rc = ct_peer_add(d->ct, p->gid, p->addr, p->addr_len, p->has_mr ? &p->mr : NULL);
 		if (!rc && p != d)
-			rc = ct_peer_add(p->ct, d->gid, d->addr, d->addr_len);
+			rc = ct_peer_add(p->ct, d->gid, d->addr, d->addr_len, d->has_mr ? &d->mr : NULL);
 	}
 	pthread_mutex_unlock(&g.lock);
 	if (rc)

@@ -32,6 +32,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
 #include "fabric/fabric.h"
 
@@ -87,6 +88,17 @@ typedef struct {
 	uint32_t errs_cap, errs_head, errs_len;
 
 	int wait_fd; /* of the cq (FI_WAIT_FD), or -1 */
+
+	/* remote reads: the registered region, read contexts, completed reads waiting for poll */
+	struct fid_mr *rma_mr;
+	void *rma_base, *rma_desc;
+	struct ofi_read {
+		struct fi_context2 ctx; /* first: op_context points here */
+		void *user;
+	} reads[FAB_READS_MAX];
+	uint32_t read_free[FAB_READS_MAX], nread_free;
+	fab_event_t read_done[FAB_READS_MAX];
+	uint32_t nread_done;
 	uint64_t nerr_cq, nerr_send, nerr_post; /* for rate-limited logging */
 } ofi_ep_t;
 
@@ -172,6 +184,19 @@ static void ofi_repost_pending(ofi_ep_t *e)
 
 /* One CQ error: a send error becomes an event in the errs ring (its buffer is freed), a receive
  * error marks its buffer for in-order delivery as an error event. */
+/* A completion of one of our reads: queue its event for poll and free the context. */
+static int ofi_read_done(ofi_ep_t *e, void *op_context, int status)
+{
+	struct ofi_read *r = op_context;
+
+	if (r < e->reads || r >= e->reads + FAB_READS_MAX)
+		return 0;
+	e->read_done[e->nread_done++] = (fab_event_t){.type = FAB_EV_READ, .ctx = r->user, .status = status,
+						      .peer = OFI_NO_PEER};
+	e->read_free[e->nread_free++] = (uint32_t)(r - e->reads);
+	return 1;
+}
+
 static void ofi_cq_error(ofi_ep_t *e)
 {
 	struct fi_cq_err_entry err = {0};
@@ -187,6 +212,11 @@ static void ofi_cq_error(ofi_ep_t *e)
 	}
 	status = ofi_status(err.err);
 	b = err.op_context;
+	if (ofi_read_done(e, err.op_context, status)) {
+		if (ofi_ratelimit(&e->nerr_cq))
+			gice_error("fab", "remote read failed on %s: %s", e->base.provider, fi_strerror(err.err));
+		return;
+	}
 	if (ofi_ratelimit(&e->nerr_cq))
 		gice_error("fab", "%s completion error on %s: %s (provider: %s) (%llu so far)",
 			   (err.flags & FI_RECV) ? "receive" : "send", e->base.provider, fi_strerror(err.err),
@@ -232,6 +262,8 @@ static void ofi_progress(ofi_ep_t *e)
 
 			if (gice_unlikely(!b))
 				continue;
+			if (ofi_read_done(e, ent[i].op_context, GICE_OK))
+				continue;
 			if (ofi_is_tx(e, b)) {
 				e->tx_free[e->ntx_free++] = b->idx;
 			} else {
@@ -247,7 +279,7 @@ static void ofi_progress(ofi_ep_t *e)
 /* Something poll would return without reading the CQ. */
 static int ofi_ready(const ofi_ep_t *e)
 {
-	return e->errs_len ||
+	return e->errs_len || e->nread_done ||
 	       (e->rx_count && e->bufs[e->rx_fifo[e->rx_head]].state != OFI_RX_POSTED);
 }
 
@@ -317,6 +349,8 @@ static int ofi_poll(fab_ep_t *ep, fab_event_t *ev, int max)
 	if (e->nrx_pending)
 		ofi_repost_pending(e);
 	ofi_progress(e);
+	while (e->nread_done && n < max)
+		ev[n++] = e->read_done[--e->nread_done];
 	while (e->errs_len && n < max) {
 		ev[n++] = e->errs[e->errs_head];
 		e->errs_head = (e->errs_head + 1) % e->errs_cap;
@@ -427,14 +461,14 @@ static void ofi_bind_iface(void)
 	}
 }
 
-static int ofi_getinfo(const char *provider, int want_sas, struct fi_info **out)
+static int ofi_getinfo(const char *provider, int want_sas, int want_rma, struct fi_info **out)
 {
 	struct fi_info *hints = fi_allocinfo();
 	int rc;
 
 	if (!hints)
 		return GICE_ERR_NO_MEMORY;
-	hints->caps = FI_MSG;
+	hints->caps = FI_MSG | (want_rma ? FI_RMA | FI_READ | FI_REMOTE_READ : 0);
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -589,12 +623,18 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	}
 
 	ofi_bind_iface();
-	rc = ofi_getinfo(attr->provider, 1, &info);
+	/* best first: ordered with remote reads, then without reads, then unordered */
+	int rma = 1;
+	rc = ofi_getinfo(attr->provider, 1, 1, &info);
+	if (rc == GICE_ERR_NOT_FOUND) {
+		rma = 0;
+		rc = ofi_getinfo(attr->provider, 1, 0, &info);
+	}
 	if (rc == GICE_ERR_NOT_FOUND) {
 		/* the provider exists but does not promise send-after-send order: take it anyway
 		 * and say so in ep->ordered (the engine then tolerates reordering) */
 		sas = 0;
-		rc = ofi_getinfo(attr->provider, 0, &info);
+		rc = ofi_getinfo(attr->provider, 0, 0, &info);
 	}
 	if (rc == GICE_ERR_NOT_FOUND)
 		gice_info("fab", "fi_getinfo finds no provider \"%s\" with RDM messaging", attr->provider);
@@ -609,6 +649,9 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	e->base.ops = &fab_ofi_ops;
 	e->info = info;
 	e->wait_fd = -1;
+	e->base.rma = rma;
+	for (uint32_t i = 0; i < FAB_READS_MAX; i++)
+		e->read_free[e->nread_free++] = FAB_READS_MAX - 1 - i;
 	e->max_packet = attr->max_packet;
 	snprintf(e->base.provider, sizeof(e->base.provider), "%s", info->fabric_attr->prov_name);
 	e->base.ordered = sas && (info->tx_attr->msg_order & FI_ORDER_SAS) &&
@@ -713,6 +756,8 @@ static void ofi_close(fab_ep_t *ep)
 	if (!e)
 		return;
 	ofi_close_fid(&e->ep->fid, "endpoint");
+	if (e->rma_mr)
+		ofi_close_fid(&e->rma_mr->fid, "device memory registration");
 	ofi_close_fid(&e->cq->fid, "cq");
 	ofi_close_fid(&e->av->fid, "av");
 	ofi_free_bufs(e);
@@ -720,6 +765,60 @@ static void ofi_close(fab_ep_t *ep)
 	ofi_close_fid(&e->fabric->fid, "fabric");
 	fi_freeinfo(e->info);
 	free(e);
+}
+
+static int ofi_mr_reg(fab_ep_t *ep, void *base, size_t len, fab_mr_info_t *out)
+{
+	ofi_ep_t *e = ofi_ep(ep);
+	uint64_t mode = e->info->domain_attr->mr_mode;
+	int ret;
+
+	if (!ep->rma || e->rma_mr)
+		return ep->rma ? GICE_ERR_BUSY : GICE_ERR_UNSUPPORTED;
+	/* without FI_MR_PROV_KEY the key is ours to choose: a random one */
+	ret = fi_mr_reg(e->domain, base, len, FI_READ | FI_REMOTE_READ, 0,
+			(mode & FI_MR_PROV_KEY) ? 0 : gice_random_u64() >> 1, 0, &e->rma_mr, NULL);
+	if (ret) {
+		gice_error("fab", "fi_mr_reg of %zu bytes of device memory on %s failed: %s", len, ep->provider,
+			   fi_strerror(-ret));
+		return ofi_status(ret);
+	}
+	e->rma_base = base;
+	e->rma_desc = fi_mr_desc(e->rma_mr);
+	out->key = fi_mr_key(e->rma_mr);
+	out->addr = (mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)base : 0;
+	return GICE_OK;
+}
+
+static int ofi_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len, const fab_mr_info_t *remote,
+		    uint64_t remote_off, void *ctx)
+{
+	ofi_ep_t *e = ofi_ep(ep);
+	struct ofi_read *r;
+	ssize_t rc;
+
+	if (!e->rma_mr)
+		return GICE_ERR_UNSUPPORTED;
+	if (!e->nread_free)
+		return GICE_ERR_AGAIN;
+	r = &e->reads[e->read_free[--e->nread_free]];
+	r->user = ctx;
+	rc = fi_read(e->ep, (char *)e->rma_base + local_off, len, e->rma_desc, src, remote->addr + remote_off,
+		     remote->key, &r->ctx);
+	if (rc == -FI_EAGAIN) {
+		ofi_progress(e);
+		rc = fi_read(e->ep, (char *)e->rma_base + local_off, len, e->rma_desc, src,
+			     remote->addr + remote_off, remote->key, &r->ctx);
+	}
+	if (rc == 0)
+		return GICE_OK;
+	e->read_free[e->nread_free++] = (uint32_t)(r - e->reads);
+	if (rc == -FI_EAGAIN)
+		return GICE_ERR_AGAIN;
+	if (ofi_ratelimit(&e->nerr_send))
+		gice_error("fab", "fi_read of %zu bytes from peer %llu failed: %s", len, (unsigned long long)src,
+			   fi_strerror((int)-rc));
+	return ofi_status((int)rc);
 }
 
 const fab_ops_t fab_ofi_ops = {
@@ -733,4 +832,6 @@ const fab_ops_t fab_ofi_ops = {
 	.release = ofi_release,
 	.wait_fd = ofi_wait_fd,
 	.trywait = ofi_trywait,
+	.mr_reg = ofi_mr_reg,
+	.read = ofi_read,
 };

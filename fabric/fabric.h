@@ -30,7 +30,13 @@ typedef struct {
 	uint32_t rx_depth;    /* posted receive buffers (0: GICE_FAB_RX_DEPTH) */
 } fab_attr_t;
 
-enum { FAB_EV_RX = 1, FAB_EV_ERR = 2 };
+enum { FAB_EV_RX = 1, FAB_EV_ERR = 2, FAB_EV_READ = 3 };
+
+/* What a peer needs to read a region registered with mr_reg: the key and the base the remote
+ * address is counted from (the region's virtual address on FI_MR_VIRT_ADDR providers, else 0). */
+typedef struct {
+	uint64_t key, addr;
+} fab_mr_info_t;
 
 typedef struct {
 	int type;        /* FAB_EV_RX: a packet in buf/len; FAB_EV_ERR: a failed send or receive */
@@ -38,6 +44,7 @@ typedef struct {
 	size_t len;
 	int status;      /* FAB_EV_ERR: GICE_ERR_* (provider error converted once, here) */
 	fab_addr_t peer; /* FAB_EV_ERR of a send: destination, when known; else UINT64_MAX */
+	void *ctx;       /* FAB_EV_READ: the read's ctx; status is its outcome */
 } fab_event_t;
 
 typedef struct {
@@ -62,12 +69,23 @@ typedef struct {
 	 * udp have none (see fab_ofi.c) */
 	int (*wait_fd)(fab_ep_t *ep);
 	int (*trywait)(fab_ep_t *ep);
+	/* Remote reads (ep->rma set when the provider offers them). mr_reg registers the one region
+	 * (device memory) that peers may read and this endpoint reads into: GICE_ERR_UNSUPPORTED
+	 * without RMA. read copies len bytes at remote_off of the peer's region into local_off of
+	 * ours; completion is a FAB_EV_READ event carrying ctx. GICE_ERR_AGAIN when
+	 * FAB_READS_MAX reads are in flight. */
+	int (*mr_reg)(fab_ep_t *ep, void *base, size_t len, fab_mr_info_t *out);
+	int (*read)(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len, const fab_mr_info_t *remote,
+		    uint64_t remote_off, void *ctx);
 } fab_ops_t;
+
+#define FAB_READS_MAX 64
 
 /* Every endpoint starts with this; backends embed it first. */
 struct fab_ep {
 	const fab_ops_t *ops;
 	char provider[32]; /* provider actually in use, e.g. "tcp;ofi_rxm" or "shm" */
+	int rma;           /* remote reads available (mr_reg/read) */
 	int ordered;       /* 1: poll returns the packets of one sender in send order (the provider
 			    * granted FI_ORDER_SAS); 0: they may come reordered */
 };
@@ -94,6 +112,15 @@ static inline int fab_poll(fab_ep_t *ep, fab_event_t *ev, int max) { return ep->
 static inline void fab_release(fab_ep_t *ep, void *buf) { ep->ops->release(ep, buf); }
 static inline int fab_wait_fd(fab_ep_t *ep) { return ep->ops->wait_fd(ep); }
 static inline int fab_trywait(fab_ep_t *ep) { return ep->ops->trywait(ep); }
+static inline int fab_mr_reg(fab_ep_t *ep, void *base, size_t len, fab_mr_info_t *out)
+{
+	return ep->ops->mr_reg(ep, base, len, out);
+}
+static inline int fab_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len,
+			   const fab_mr_info_t *remote, uint64_t remote_off, void *ctx)
+{
+	return ep->ops->read(ep, src, local_off, len, remote, remote_off, ctx);
+}
 
 /* GICE_FI_PROVIDER, GICE_FAB_IFACE, GICE_FAB_TX_DEPTH, GICE_FAB_RX_DEPTH. */
 extern const gice_param_t fab_params[];

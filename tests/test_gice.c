@@ -41,6 +41,15 @@ static void setup(void)
 			ck_assert_int_eq(gice_conn_open(dev[i], gice_device_id(dev[j]), NULL, &conn[i][j]), GICE_OK);
 }
 
+/* The same devices, with large puts cut into packets instead of moving by rendezvous reads. */
+static void setup_packets(void)
+{
+	setenv("GICE_CT_RNDV_BYTES", "0", 1);
+	setup();
+}
+
+static void teardown_packets(void);
+
 static void teardown(void)
 {
 	for (int i = 0; i < NDEV; i++) {
@@ -50,6 +59,12 @@ static void teardown(void)
 		ck_assert_int_eq(gice_device_close(dev[i]), GICE_OK);
 	}
 	ck_assert_int_eq(gice_finalize(), GICE_OK);
+}
+
+static void teardown_packets(void)
+{
+	teardown();
+	unsetenv("GICE_CT_RNDV_BYTES");
 }
 
 static gice_counter_t ctr(int d)
@@ -419,6 +434,36 @@ START_TEST(put_signal_to_a_bad_signal_counter_fails_and_writes_nothing)
 }
 END_TEST
 
+START_TEST(large_put_with_bad_key_or_bounds_fails_and_writes_nothing)
+{
+	const size_t n = 256 * 1024; /* above GICE_CT_RNDV_BYTES: a rendezvous read, or packets */
+	gice_completion_t c = ctr(0);
+	gice_counter_t s = ctr(1);
+
+	memset(buf[1] + TGT, 0x5a, n);
+	fill(buf[0], n, 8);
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0][1], .local = buf[0], .bytes = n, .rkey = key[1] + 1,
+			.roff = TGT, .value = 1, .signal = s, .completion = c};
+	ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[0], c, GICE_CMP_GE, 1, 5000, NULL), GICE_ERR_BAD_KEY);
+	gice_counter_reset(dev[0], c);
+	op.rkey = key[1];
+	op.roff = BUF_BYTES - n + 1;
+	ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[0], c, GICE_CMP_GE, 1, 5000, NULL), GICE_ERR_OUT_OF_BOUNDS);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_uint_eq(buf[1][TGT + i], 0x5a);
+	ck_assert_uint_eq(gice_counter_read(dev[1], s), 0);
+	/* and a good one lands whole */
+	gice_counter_reset(dev[0], c);
+	op.roff = TGT;
+	ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[0], c, GICE_CMP_GE, 1, 5000, NULL), GICE_OK);
+	ck_assert_uint_eq(gice_counter_read(dev[1], s), 1);
+	ck_assert_int_eq(memcmp(buf[1] + TGT, buf[0], n), 0);
+}
+END_TEST
+
 START_TEST(unregistered_source_fails_before_sending)
 {
 	void *p;
@@ -497,7 +542,17 @@ static Suite *suite(void)
 	tcase_add_test(tc, unregistered_source_fails_before_sending);
 	tcase_add_test(tc, put_signal_to_a_bad_signal_counter_fails_and_writes_nothing);
 	tcase_add_test(tc, device_wait_times_out_with_timeout_status);
+	tcase_add_test(tc, large_put_with_bad_key_or_bounds_fails_and_writes_nothing);
 	suite_add_tcase(s, tc);
+
+	/* large messages as MTU packets (rendezvous off) */
+	TCase *tp = tcase_create("packets");
+	tcase_add_checked_fixture(tp, setup_packets, teardown_packets);
+	tcase_set_timeout(tp, 120);
+	tcase_add_test(tp, sizes_around_the_mtu_and_8mib_arrive_bit_exact);
+	tcase_add_test(tp, large_put_with_bad_key_or_bounds_fails_and_writes_nothing);
+	tcase_add_test(tp, ring_of_four_devices_1000_laps_kernels_only);
+	suite_add_tcase(s, tp);
 	return s;
 }
 

@@ -88,6 +88,26 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 	h = sample();
 	h.flags = CT_HF_STRONG;
 	ck_assert_str_eq(reject(h, len), "strong flag without signal");
+	h = sample();
+	h.op = CT_PKT_PUT_RTS; /* announces bytes, carries none */
+	ck_assert_str_eq(reject(h, len), "control packet with payload");
+}
+END_TEST
+
+START_TEST(rendezvous_announcement_carries_a_length_but_no_payload)
+{
+	uint8_t pkt[CT_HDR_BYTES] = {0};
+	ct_hdr_t h = sample(), o;
+
+	h.op = CT_PKT_PUT_RTS;
+	h.payload_len = 0;
+	h.moff = 0;
+	h.msg_len = 1u << 30;
+	ct_proto_build(&h, pkt);
+	ck_assert_int_eq(ct_proto_parse(pkt, sizeof(pkt), &o, NULL), GICE_OK);
+	ck_assert_uint_eq(o.msg_len, 1u << 30);
+	h.moff = 4;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "control packet with payload");
 }
 END_TEST
 
@@ -107,6 +127,7 @@ int main(void)
 	tcase_add_test(tc, layout_is_little_endian_at_documented_offsets);
 	tcase_add_test(tc, malformed_headers_are_rejected_with_a_reason);
 	tcase_add_test(tc, packet_names_cover_every_op);
+	tcase_add_test(tc, rendezvous_announcement_carries_a_length_but_no_payload);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

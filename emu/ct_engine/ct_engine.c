@@ -23,6 +23,10 @@ const gice_param_t ct_params[] = {
 	{"GICE_CT_CREDITS", "128", "unacknowledged packets in flight per peer", GICE_PARAM_U64, 1, CT_PSN_WIN},
 	{"GICE_CT_ACK_EVERY", "16", "a receiver acknowledges at least every this many packets (and every message end)",
 	 GICE_PARAM_U64, 1, CT_PSN_WIN / 2},
+	{"GICE_CT_RNDV_BYTES", "65536",
+	 "puts of at least this many bytes move by one remote read the target issues after validating "
+	 "(rendezvous), when the provider offers reads; 0: always packets",
+	 GICE_PARAM_SIZE, 0, UINT32_MAX},
 	{"GICE_QOS_WEIGHTS", "8,4,2,1", "packets per turn of QoS classes 0..3 in the MPG weighted round robin",
 	 GICE_PARAM_STR, 0, 0},
 	{NULL, NULL, NULL, 0, 0, 0},
@@ -30,11 +34,11 @@ const gice_param_t ct_params[] = {
 
 static int read_params(ct_engine_t *e)
 {
-	uint64_t v[8];
+	uint64_t v[9];
 	const char *w;
 	int rc;
 
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < 9; i++)
 		if ((rc = gice_param_u64(&ct_params[i], &v[i])))
 			return rc;
 	e->mtu_max = (uint32_t)v[1];
@@ -44,7 +48,8 @@ static int read_params(ct_engine_t *e)
 	e->max_peers = (uint32_t)v[5];
 	e->credits = (uint32_t)v[6];
 	e->ack_every = (uint32_t)v[7];
-	w = gice_param_str(&ct_params[8]);
+	e->rndv_bytes = v[8];
+	w = gice_param_str(&ct_params[9]);
 	if (sscanf(w, "%u,%u,%u,%u", &e->weights[0], &e->weights[1], &e->weights[2], &e->weights[3]) != 4) {
 		gice_error("ct", "GICE_QOS_WEIGHTS=\"%s\" is not four comma-separated numbers", w);
 		return GICE_ERR_CONFIG;
@@ -492,6 +497,12 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 			t->free_head = idx;
 		}
 	}
+	if (e->rndv_bytes && attr->ep->rma) {
+		if (fab_mr_reg(attr->ep, e->base, hbm_size(attr->hbm), &e->mr) == GICE_OK)
+			e->rma = 1;
+		else
+			gice_info("ct", "device %u: no remote reads; large puts go as packets", attr->gid);
+	}
 	for (uint32_t c = 0; c < attr->n_cts; c++) {
 		if ((rc = pthread_create(&e->tiles[c].thread, NULL, ct_thread, &e->tiles[c]))) {
 			gice_error("ct", "pthread_create of CT %u: %s", c, strerror(rc));
@@ -532,7 +543,15 @@ void ct_engine_destroy(ct_engine_t *e)
 	engine_free(e);
 }
 
-int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len)
+int ct_engine_mr(const ct_engine_t *e, fab_mr_info_t *mr)
+{
+	if (!e->rma)
+		return GICE_ERR_UNSUPPORTED;
+	*mr = e->mr;
+	return GICE_OK;
+}
+
+int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len, const fab_mr_info_t *mr)
 {
 	fab_addr_t fa;
 	int rc;
@@ -552,6 +571,10 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len)
 		memset(p, 0, sizeof(*p));
 		p->addr = fa;
 		p->wait_head = p->wait_tail = CT_NIL;
+		if (mr) {
+			p->mr = *mr;
+			p->rma = 1;
+		}
 		p->present = 1;
 	}
 	ct_link_unlock(e);

@@ -96,8 +96,12 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out);
 /* Stops the threads; pending operations complete with GICE_ERR_CANCELED. */
 void ct_engine_destroy(ct_engine_t *e);
 
-/* Make device gid reachable (raw fabric address). Re-adding the same gid is GICE_OK. */
-int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len);
+/* Make device gid reachable (raw fabric address; mr: its device memory registration for
+ * rendezvous reads, or NULL). Re-adding the same gid is GICE_OK. */
+int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len, const fab_mr_info_t *mr);
+/* This device's registration for peers' rendezvous reads: GICE_ERR_UNSUPPORTED when the
+ * provider has no remote reads or GICE_CT_RNDV_BYTES is 0. */
+int ct_engine_mr(const ct_engine_t *e, fab_mr_info_t *mr);
 int ct_conn_open(ct_engine_t *e, const ct_conn_attr_t *attr, uint32_t *conn);
 int ct_conn_close(ct_engine_t *e, uint32_t conn);
 /* Queue a connection's requests go to (same connection → same CT → issue order kept). */

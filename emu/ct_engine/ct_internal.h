@@ -14,13 +14,13 @@
 #define CT_PSN_WIN 1024u      /* receive window in packets (power of two) */
 #define CT_NIL UINT32_MAX
 
-enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP };
+enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP, MK_PUT_DONE };
 enum { NEED_ACK = 1, NEED_RESP = 2 };
 
 /* One message: a request being sent or awaiting its ack/response, or a response. Plain data. */
 typedef struct {
 	uint8_t kind, qos, rflags, need;
-	uint8_t live, started;
+	uint8_t live, started, rndv;
 	uint32_t owner;   /* CT index whose pool holds it, or CT_NIL for the link pool */
 	uint32_t conn, peer, msg_id, counter, sig_id, last_psn, mtu, next;
 	int32_t status;
@@ -48,8 +48,9 @@ typedef struct {
 } ct_rx_slot_t;
 
 typedef struct { /* link-private (under the link lock) */
-	int present;
+	int present, rma;
 	fab_addr_t addr;
+	fab_mr_info_t mr; /* its device memory, for rendezvous reads (rma) */
 	/* tx */
 	uint32_t next_psn, acked_psn, next_msg_id, done_upto, inflight;
 	uint32_t wait_head, wait_tail; /* sent messages awaiting ack, in last_psn order */
@@ -102,7 +103,9 @@ struct ct_engine {
 	ct_engine_attr_t attr;
 	uint32_t n_counters, mtu_max, credits, ack_every, max_peers, max_descs;
 	uint32_t weights[CT_QOS_CLASSES];
-	uint64_t spin_ns, poll_ns;
+	uint64_t spin_ns, poll_ns, rndv_bytes;
+	int rma;           /* device memory registered for remote reads */
+	fab_mr_info_t mr;
 	uint8_t *base; /* HBM base in this process */
 	_Atomic int stop;
 	_Atomic uint64_t msgs_live; /* messages not yet complete (sleep policy) */
@@ -116,6 +119,13 @@ struct ct_engine {
 	uint32_t act_head[CT_QOS_CLASSES], act_tail[CT_QOS_CLASSES]; /* messages being sent */
 	uint32_t resp_head[CT_QOS_CLASSES], resp_tail[CT_QOS_CLASSES];
 	uint32_t resp_free;
+	/* rendezvous reads this device (as target) runs: posted or waiting for a read slot */
+	struct ct_read {
+		uint32_t gid, msg_id;
+		uint64_t off, len, src_off;
+		uint8_t state; /* 0 free, 1 waiting to post, 2 posted */
+	} reads[FAB_READS_MAX];
+	uint32_t reads_waiting;
 	uint32_t act_len[CT_QOS_CLASSES];
 	uint32_t wrr_class;
 	uint32_t acks_pending;

@@ -163,7 +163,10 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 				return SEND_BLOCKED;
 			m->msg_id = p->next_msg_id++;
 			p->by_id[m->msg_id & (CT_PEER_WIN - 1)] = idx + 1;
-			m->need = NEED_ACK | (m->kind == MK_PUT ? 0 : NEED_RESP);
+			/* a large put moves by one remote read that the target issues after validating;
+			 * it completes on the target's PUT_DONE, like a get on its response */
+			m->rndv = m->kind == MK_PUT && e->rma && p->rma && e->rndv_bytes && m->len >= e->rndv_bytes;
+			m->need = NEED_ACK | (m->kind == MK_PUT && !m->rndv ? 0 : NEED_RESP);
 		} else {
 			m->need = NEED_ACK;
 		}
@@ -172,7 +175,18 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	h.msg_id = m->msg_id;
 	if (m->sent == 0)
 		h.flags |= CT_HF_FIRST;
-	switch (m->kind) {
+	switch (m->rndv ? (uint8_t)0xff : m->kind) {
+	case 0xff: /* rendezvous put: announce it; the target reads the bytes at aux */
+		h.op = CT_PKT_PUT_RTS;
+		h.msg_len = (uint32_t)m->len;
+		h.aux = m->src_off;
+		if (m->rflags & CT_RF_SIGNAL) {
+			h.flags |= CT_HF_SIGNAL | ((m->rflags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
+				   ((m->rflags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
+			h.sig_id = m->sig_id;
+			h.value = m->value;
+		}
+		break;
 	case MK_PUT:
 	case MK_GET_RESP:
 		h.op = m->kind == MK_PUT ? CT_PKT_PUT : CT_PKT_GET_RESP;
@@ -206,14 +220,15 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		}
 		break;
 	case MK_AMO_RESP:
-		h.op = CT_PKT_ATOMIC_RESP;
+	case MK_PUT_DONE:
+		h.op = m->kind == MK_AMO_RESP ? CT_PKT_ATOMIC_RESP : CT_PKT_PUT_DONE;
 		h.value = m->value;
 		h.aux = m->aux;
 		h.status = m->status;
 		break;
 	}
 	/* get and atomic requests and atomic responses are one packet; data messages end at len */
-	int last = (m->kind != MK_PUT && m->kind != MK_GET_RESP) || m->sent + plen >= m->len;
+	int last = m->rndv || (m->kind != MK_PUT && m->kind != MK_GET_RESP) || m->sent + plen >= m->len;
 	if (last)
 		h.flags |= CT_HF_LAST;
 	h.psn = p->next_psn;
@@ -431,6 +446,98 @@ static void rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int stat
 	}
 }
 
+/* Queue a response (get data, atomic old value, rendezvous done) to request msg_id of device
+ * gid; the caller fills in what else its kind needs. NULL when no response entry is free. */
+static ct_msg_t *queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
+				uint64_t value, int status)
+{
+	uint32_t ri = e->resp_free;
+
+	if (ri == CT_NIL)
+		return NULL;
+	e->resp_free = e->msgs[ri].next;
+	ct_msg_t *m = &e->msgs[ri];
+	memset(m, 0, sizeof(*m));
+	m->owner = CT_NIL;
+	m->live = 1;
+	m->kind = kind;
+	m->peer = gid;
+	m->qos = qos < CT_QOS_CLASSES ? qos : CT_QOS_CLASSES - 1;
+	m->mtu = e->mtu_max - CT_HDR_BYTES;
+	m->aux = msg_id;
+	m->value = value;
+	m->status = status;
+	m->ticket = UINT64_MAX;
+	m->counter = TM_NONE;
+	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
+	fifo_push(e, &e->resp_head[m->qos], &e->resp_tail[m->qos], ri);
+	return m;
+}
+
+/* Post the rendezvous reads waiting for a fabric read slot. */
+static int post_reads(ct_engine_t *e)
+{
+	int n = 0;
+
+	for (uint32_t i = 0; e->reads_waiting && i < FAB_READS_MAX; i++) {
+		struct ct_read *r = &e->reads[i];
+		if (r->state != 1)
+			continue;
+		if (fab_read(e->attr.ep, e->peers[r->gid].addr, r->off, r->len, &e->peers[r->gid].mr, r->src_off, r) ==
+		    GICE_ERR_AGAIN)
+			break;
+		r->state = 2;
+		e->reads_waiting--;
+		n++;
+	}
+	return n;
+}
+
+/* A rendezvous read ended: the put has landed (or failed); tell the initiator. */
+static void read_done(ct_engine_t *e, struct ct_read *r, int status)
+{
+	ct_peer_t *p = &e->peers[r->gid];
+	ct_rx_slot_t *s = &p->rx[r->msg_id & (CT_PEER_WIN - 1)];
+
+	if (s->id1 == r->msg_id + 1) {
+		if (status && s->status == GICE_OK)
+			s->status = status;
+		s->got = s->len;
+		landed(e, r->gid, p, s);
+	}
+	if (!queue_response(e, MK_PUT_DONE, r->gid, 0, r->msg_id, 0, status))
+		gice_error("ct", "no response entry for PUT_DONE of message %u to device %u", r->msg_id, r->gid);
+	r->state = 0;
+	atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
+}
+
+static void rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
+{
+	uint64_t off;
+	int rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
+	struct ct_read *r = NULL;
+
+	if (!rc && (h->flags & CT_HF_SIGNAL) && (h->sig_id < e->attr.n_cts || h->sig_id >= e->n_counters))
+		rc = GICE_ERR_INVALID;
+	if (!rc && !e->rma)
+		rc = GICE_ERR_UNSUPPORTED;
+	for (uint32_t i = 0; !rc && i < FAB_READS_MAX && !r; i++)
+		if (e->reads[i].state == 0)
+			r = &e->reads[i];
+	if (!rc && !r)
+		rc = GICE_ERR_AGAIN;
+	if (rc) {
+		rx_fail(e, s, h, rc);
+		landed(e, h->src_gid, p, s);
+		return;
+	}
+	*r = (struct ct_read){.gid = h->src_gid, .msg_id = h->msg_id, .off = off, .len = h->msg_len,
+			      .src_off = h->aux, .state = 1};
+	e->reads_waiting++;
+	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed); /* keeps CT 0 polling */
+	post_reads(e);
+}
+
 static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
 {
 	ct_rx_slot_t *s = rx_slot(e, p, h);
@@ -455,49 +562,38 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 		if (s->got >= s->len && (h->payload_len || s->len == 0))
 			landed(e, h->src_gid, p, s);
 		return;
+	case CT_PKT_PUT_RTS:
+		rx_rts(e, p, s, h);
+		return;
 	case CT_PKT_GET_REQ:
 	case CT_PKT_ATOMIC_REQ: {
 		uint64_t len = h->op == CT_PKT_GET_REQ ? h->value : 8;
-		uint32_t ri;
 		rc = len > UINT32_MAX ? GICE_ERR_INVALID : hbm_translate_key(e->attr.hbm, h->rkey, h->roff, len, &off);
 		if (!rc && h->op == CT_PKT_ATOMIC_REQ && (off & 7))
 			rc = GICE_ERR_INVALID;
-		if (!rc && (ri = e->resp_free) == CT_NIL)
+		if (!rc && e->resp_free == CT_NIL)
 			rc = GICE_ERR_AGAIN;
 		if (rc) {
 			rx_fail(e, s, h, rc);
 			landed(e, h->src_gid, p, s);
 			return;
 		}
-		e->resp_free = e->msgs[ri].next;
-		ct_msg_t *m = &e->msgs[ri];
-		memset(m, 0, sizeof(*m));
-		m->owner = CT_NIL;
-		m->live = 1;
-		m->peer = h->src_gid;
-		m->qos = h->qos < CT_QOS_CLASSES ? h->qos : CT_QOS_CLASSES - 1;
+		if (h->op == CT_PKT_ATOMIC_REQ) {
+			_Atomic uint64_t *w = (_Atomic uint64_t *)(e->base + off);
+			uint64_t old = h->aux;
+			if (h->flags & CT_HF_CSWAP)
+				atomic_compare_exchange_strong(w, &old, h->value); /* old value either way */
+			else
+				old = atomic_fetch_add(w, h->value);
+			queue_response(e, MK_AMO_RESP, h->src_gid, h->qos, h->msg_id, old, GICE_OK);
+			landed(e, h->src_gid, p, s);
+			return;
+		}
+		ct_msg_t *m = queue_response(e, MK_GET_RESP, h->src_gid, h->qos, h->msg_id, 0, GICE_OK);
+		m->src_off = off;
+		m->len = len;
 		/* cut responses to the requester's packet size (GET_REQ aux), never above ours */
 		m->mtu = (uint32_t)GICE_MIN((uint64_t)e->mtu_max, h->aux ? h->aux : e->mtu_max) - CT_HDR_BYTES;
-		m->aux = h->msg_id;
-		m->ticket = UINT64_MAX;
-		m->counter = TM_NONE;
-		if (h->op == CT_PKT_GET_REQ) {
-			m->kind = MK_GET_RESP;
-			m->src_off = off;
-			m->len = len;
-		} else {
-			_Atomic uint64_t *w = (_Atomic uint64_t *)(e->base + off);
-			m->kind = MK_AMO_RESP;
-			if (h->flags & CT_HF_CSWAP) {
-				uint64_t expect = h->aux;
-				atomic_compare_exchange_strong(w, &expect, h->value);
-				m->value = expect; /* the old value either way */
-			} else {
-				m->value = atomic_fetch_add(w, h->value);
-			}
-		}
-		atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
-		fifo_push(e, &e->resp_head[m->qos], &e->resp_tail[m->qos], ri);
 		landed(e, h->src_gid, p, s);
 		return;
 	}
@@ -507,7 +603,8 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
 {
 	uint32_t idx;
-	ct_msg_t *m = req_by_id(e, p, h->aux, h->op == CT_PKT_GET_RESP ? MK_GET : MK_AMO, &idx);
+	uint8_t kind = h->op == CT_PKT_GET_RESP ? MK_GET : h->op == CT_PKT_PUT_DONE ? MK_PUT : MK_AMO;
+	ct_msg_t *m = req_by_id(e, p, h->aux, kind, &idx);
 
 	if (!m || !(m->need & NEED_RESP)) {
 		gice_error("ct", "%s from device %u for unknown request %llu: dropped", ct_pkt_name(h->op), h->src_gid,
@@ -517,6 +614,10 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 	}
 	if (h->status) {
 		resp_done(e, idx, h->status);
+		return;
+	}
+	if (h->op == CT_PKT_PUT_DONE) {
+		resp_done(e, idx, GICE_OK);
 		return;
 	}
 	if (h->op == CT_PKT_ATOMIC_RESP) {
@@ -591,7 +692,7 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		p->rx_next_psn++;
 	}
 
-	if (h.op == CT_PKT_GET_RESP || h.op == CT_PKT_ATOMIC_RESP)
+	if (h.op == CT_PKT_GET_RESP || h.op == CT_PKT_ATOMIC_RESP || h.op == CT_PKT_PUT_DONE)
 		rx_response(e, p, &h, buf + CT_HDR_BYTES);
 	else
 		rx_request(e, p, &h, buf + CT_HDR_BYTES);
@@ -614,11 +715,15 @@ int ct_link_progress(ct_engine_t *e)
 		if (ev[i].type == FAB_EV_RX) {
 			rx_packet(e, ev[i].buf, ev[i].len);
 			fab_release(e->attr.ep, ev[i].buf);
+		} else if (ev[i].type == FAB_EV_READ) {
+			read_done(e, ev[i].ctx, ev[i].status);
 		} else {
 			gice_warn("ct", "fabric error event: %s", gice_status_name(ev[i].status));
 		}
 	}
 	work += n > 0 ? n : 0;
+	if (e->reads_waiting)
+		work += post_reads(e);
 	work += pull_rings(e);
 	if (e->acks_pending || e->nack_n)
 		flush_ctrl(e);

@@ -22,7 +22,9 @@
 	X(CT_PKT_ATOMIC_REQ, 4, "ATOMIC_REQ")   /* fetch-add or compare-swap 8 bytes */ \
 	X(CT_PKT_ATOMIC_RESP, 5, "ATOMIC_RESP") /* value = old word; aux = request msg id */ \
 	X(CT_PKT_ACK, 6, "ACK")                 /* psn = every psn below it received */ \
-	X(CT_PKT_NACK, 7, "NACK")               /* msg_id failed with status */
+	X(CT_PKT_NACK, 7, "NACK")               /* msg_id failed with status */ \
+	X(CT_PKT_PUT_RTS, 8, "PUT_RTS")         /* put of msg_len bytes: read them at aux */ \
+	X(CT_PKT_PUT_DONE, 9, "PUT_DONE")       /* the read of PUT_RTS aux ended with status */
 
 enum ct_pkt_op {
 #define CT_PKT_ENUM_(n, v, s) n = v,
