@@ -703,13 +703,26 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 
 /* ---------------------------------------------------------------- progress */
 
+/* Send what is queued (new messages, responses, held ACK/NACKs) up to the MPG's budget. */
+static int send_pending(ct_engine_t *e)
+{
+	int work = pull_rings(e);
+
+	if (e->acks_pending || e->nack_n)
+		flush_ctrl(e);
+	return work + send_some(e);
+}
+
 int ct_link_progress(ct_engine_t *e)
 {
 	fab_event_t ev[16];
-	int work = 0, n;
+	int work, n;
 
 	if (!ct_link_trylock(e))
 		return 0;
+	/* send first: a new request goes out before this pass pays for polling (a syscall on
+	 * socket providers) */
+	work = send_pending(e);
 	n = fab_poll(e->attr.ep, ev, GICE_ARRAY_SIZE(ev));
 	for (int i = 0; i < n; i++) {
 		if (ev[i].type == FAB_EV_RX) {
@@ -721,13 +734,13 @@ int ct_link_progress(ct_engine_t *e)
 			gice_warn("ct", "fabric error event: %s", gice_status_name(ev[i].status));
 		}
 	}
-	work += n > 0 ? n : 0;
-	if (e->reads_waiting)
-		work += post_reads(e);
-	work += pull_rings(e);
-	if (e->acks_pending || e->nack_n)
-		flush_ctrl(e);
-	work += send_some(e);
+	if (n > 0) {
+		/* what arrived may have freed credits or queued responses: send them now */
+		work += n;
+		if (e->reads_waiting)
+			work += post_reads(e);
+		work += send_pending(e);
+	}
 	ct_link_unlock(e);
 	return work;
 }
