@@ -31,6 +31,7 @@ endif
 LIB_SRCS :=
 TOOLS    :=
 TESTS    :=
+TEST_SCRIPTS :=
 
 include emu/common/module.mk
 include $(filter-out emu/common/module.mk,$(wildcard emu/*/module.mk))
@@ -74,10 +75,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBA)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(CHECK_LIBS) $(LDLIBS)
 
-# Each test binary runs with a timeout; exit 77 means skipped (reason printed by the test).
+# Each test (binary, or tests/NAME.sh script) runs with a timeout; exit 77 means skipped.
 test: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)BUILD=$(BUILD) bash scripts/run-tests.sh $(TESTS)
+	$(Q)BUILD=$(BUILD) bash scripts/run-tests.sh $(TESTS) $(TEST_SCRIPTS:%=%.sh)
 
 run: deps
 	$(Q)$(MAKE) --no-print-directory all

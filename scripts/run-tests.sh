@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run-tests.sh NAME...: run each test binary of $BUILD/tests with a timeout, a log per test,
+# run-tests.sh NAME...: run each test binary of $BUILD/tests (or script tests/NAME.sh) with a
+# timeout, a log per test,
 # and print a closing "N passed, N failed, N skipped" line. Exit 77 from a test means skipped.
 set -u
 build=${BUILD:-build}
@@ -9,7 +10,10 @@ pass=0 fail=0 skip=0 failed=""
 for t in "$@"; do
 	log="$build/logs/$t.log"
 	start=$(date +%s)
-	timeout -k 5 "$limit" "$build/tests/$t" >"$log" 2>&1
+	case $t in
+	*.sh) BUILD=$build timeout -k 5 "$limit" bash "tests/$t" >"$log" 2>&1 ;;
+	*)    timeout -k 5 "$limit" "$build/tests/$t" >"$log" 2>&1 ;;
+	esac
 	rc=$?
 	secs=$(( $(date +%s) - start ))
 	case $rc in
