@@ -14,6 +14,7 @@
 #include "emu/hbm/hbm.h"
 #include "emu/sm_threads/sm_threads.h"
 #include "emu/triggermem/triggermem.h"
+#include "fabric/bootstrap.h"
 #include "fabric/fabric.h"
 
 static const gice_param_t api_params[] = {
@@ -51,8 +52,19 @@ static struct {
 	int refs;
 	uint64_t timeout_ns, spin_ns, max_devices;
 	gice_device_t **devs;
-	uint32_t next_gid;
+	uint32_t opened; /* devices opened so far: the k-th open on every rank is collective round k */
+	boot_t *boot;
+	uint32_t rank, size;
+	struct dev_blob *remote; /* devices of other ranks, learned at each collective open */
+	uint32_t n_remote;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* What a rank tells the others about a device it opened. */
+struct dev_blob {
+	uint32_t gid, addr_len, has_mr, pad;
+	fab_mr_info_t mr;
+	uint8_t addr[FAB_ADDR_MAX];
+};
 
 int gice_init(void)
 {
@@ -79,8 +91,33 @@ int gice_init(void)
 		pthread_mutex_unlock(&g.lock);
 		return GICE_ERR_NO_MEMORY;
 	}
+	/* find the other ranks of the job (one rank without GICE_WORLD_SIZE) */
+	if ((rc = boot_init(&g.boot))) {
+		free(g.devs);
+		g.devs = NULL;
+		g.refs = 0;
+		pthread_mutex_unlock(&g.lock);
+		return rc;
+	}
+	g.rank = boot_rank(g.boot);
+	g.size = boot_size(g.boot);
+	g.opened = 0;
 	pthread_mutex_unlock(&g.lock);
 	return GICE_OK;
+}
+
+uint32_t gice_rank(void) { return g.rank; }
+uint32_t gice_world_size(void) { return g.size ? g.size : 1; }
+uint32_t gice_device_id_of(uint32_t rank, uint32_t index) { return index * gice_world_size() + rank; }
+
+int gice_barrier(void)
+{
+	return g.boot ? boot_barrier(g.boot) : GICE_ERR_INVALID;
+}
+
+int gice_allgather(const void *mine, size_t len, void *all)
+{
+	return g.boot ? boot_allgather(g.boot, mine, len, all) : GICE_ERR_INVALID;
 }
 
 int gice_finalize(void)
@@ -96,6 +133,11 @@ int gice_finalize(void)
 				gice_warn("api", "gice_finalize: device %u is still open", g.devs[i]->gid);
 		free(g.devs);
 		g.devs = NULL;
+		boot_fini(g.boot);
+		g.boot = NULL;
+		free(g.remote);
+		g.remote = NULL;
+		g.n_remote = 0;
 	}
 	pthread_mutex_unlock(&g.lock);
 	return GICE_OK;
@@ -118,6 +160,49 @@ static int param_u32(const gice_param_t *table, const char *name, uint32_t given
 		return rc;
 	*out = (uint32_t)v;
 	return GICE_OK;
+}
+
+/* Collective round of a device open in a multi-rank job: tell every rank about the new device
+ * and learn theirs; the new device meets every remote device known so far, this process's other
+ * devices meet this round's remote ones. */
+static int wire_remote(gice_device_t *d)
+{
+	struct dev_blob mine = {.gid = d->gid, .addr_len = (uint32_t)d->addr_len, .has_mr = (uint32_t)d->has_mr,
+				.mr = d->mr};
+	struct dev_blob *all, *grown;
+	int rc;
+
+	memcpy(mine.addr, d->addr, d->addr_len);
+	all = calloc(g.size, sizeof(*all));
+	if (!all)
+		return GICE_ERR_NO_MEMORY;
+	if ((rc = boot_allgather(g.boot, &mine, sizeof(mine), all))) {
+		gice_error("api", "device %u: exchanging addresses with the other %u ranks failed", d->gid, g.size - 1);
+		goto out;
+	}
+	pthread_mutex_lock(&g.lock);
+	grown = realloc(g.remote, (g.n_remote + g.size) * sizeof(*grown));
+	if (!grown) {
+		pthread_mutex_unlock(&g.lock);
+		rc = GICE_ERR_NO_MEMORY;
+		goto out;
+	}
+	g.remote = grown;
+	uint32_t first_new = g.n_remote;
+	for (uint32_t r = 0; r < g.size; r++)
+		if (r != g.rank)
+			g.remote[g.n_remote++] = all[r];
+	for (uint32_t i = 0; i < g.n_remote && !rc; i++) {
+		struct dev_blob *b = &g.remote[i];
+		rc = ct_peer_add(d->ct, b->gid, b->addr, b->addr_len, b->has_mr ? &b->mr : NULL);
+		for (uint64_t j = 0; j < g.max_devices && !rc && i >= first_new; j++)
+			if (g.devs[j] && g.devs[j] != d && g.devs[j]->smt)
+				rc = ct_peer_add(g.devs[j]->ct, b->gid, b->addr, b->addr_len, b->has_mr ? &b->mr : NULL);
+	}
+	pthread_mutex_unlock(&g.lock);
+out:
+	free(all);
+	return rc;
 }
 
 int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
@@ -159,7 +244,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 		rc = GICE_ERR_OVERFLOW;
 		goto err_free;
 	}
-	d->gid = g.next_gid++;
+	d->gid = g.opened++ * g.size + g.rank; /* collective round k on rank r */
 	g.devs[d->index] = d; /* reserve the slot; peers are wired below */
 	pthread_mutex_unlock(&g.lock);
 
@@ -199,6 +284,8 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 			rc = ct_peer_add(p->ct, d->gid, d->addr, d->addr_len, d->has_mr ? &d->mr : NULL);
 	}
 	pthread_mutex_unlock(&g.lock);
+	if (!rc && g.size > 1)
+		rc = wire_remote(d);
 	if (rc)
 		goto err_smt;
 	gice_info("api", "device %u open: %u SMs, %u CTs, %llu bytes HBM, provider %s", d->gid, a.n_sms, d->n_cts,
@@ -725,7 +812,7 @@ uint32_t gice_device_trace(gice_device_t *d, gice_trace_t *out, uint32_t max)
 void gice_config_list(gice_param_cb cb, void *arg)
 {
 	const gice_param_t *tables[] = {gice_common_params, api_params, smt_params, ct_params,
-					tm_params, hbm_params, fab_params};
+					tm_params, hbm_params, fab_params, boot_params};
 
 	for (size_t t = 0; t < GICE_ARRAY_SIZE(tables); t++)
 		for (const gice_param_t *p = tables[t]; p->name; p++) {

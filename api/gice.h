@@ -52,6 +52,23 @@ typedef struct {
 int gice_init(void);
 int gice_finalize(void);
 
+/* ---------------------------------------------------------------- the job
+ * A job is one or more ranks (processes). gice_init joins it: GICE_RANK, GICE_WORLD_SIZE and
+ * GICE_BOOTSTRAP (set by gicerun) name this rank and the rendezvous; without them the job is
+ * this process alone. In a job of several ranks gice_device_open is collective: the k-th open
+ * on every rank opens device gice_device_id_of(rank, k) and wires it to every device of every
+ * rank. gice_init fails with GICE_ERR_TIMED_OUT (naming the ranks that never arrived) after
+ * GICE_BOOTSTRAP_TIMEOUT_MS. */
+uint32_t gice_rank(void);
+uint32_t gice_world_size(void);
+/* Global id of the index-th device opened by rank. */
+uint32_t gice_device_id_of(uint32_t rank, uint32_t index);
+/* Host-side helpers over the bootstrap (set-up only): a barrier of all ranks, and an allgather
+ * of len bytes per rank into all (world size * len bytes, rank order). GICE_ERR_TIMED_OUT or
+ * GICE_ERR_PEER_DEAD naming the rank that failed; GICE_ERR_INVALID before gice_init. */
+int gice_barrier(void);
+int gice_allgather(const void *mine, size_t len, void *all);
+
 typedef struct {
 	uint32_t n_sms;     /* SM worker threads; 0: GICE_SMS */
 	uint32_t n_cts;     /* CT engine threads; 0: GICE_CTS */

@@ -1,0 +1,34 @@
+/* bootstrap.h: how the ranks of a job find each other before any fabric exists.
+ *
+ * Each process learns its rank and the world size from GICE_RANK and GICE_WORLD_SIZE, and the
+ * rendezvous from GICE_BOOTSTRAP=host:port (set by gicerun): rank 0 listens there, every other
+ * rank connects (retrying while rank 0 is not up yet), says who it is, and gets the job's random
+ * secret. Without those variables the job is one rank. Every wait is bounded by
+ * GICE_BOOTSTRAP_TIMEOUT_MS; a rank that never arrives fails the others with a message naming it
+ * and the time waited. Set-up path only: blocking sockets, poll() with deadlines.
+ */
+#ifndef GICE_BOOTSTRAP_H
+#define GICE_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "emu/common/config.h"
+
+typedef struct boot boot_t;
+
+/* GICE_OK, GICE_ERR_CONFIG (bad variables), GICE_ERR_TIMED_OUT (a rank missing),
+ * GICE_ERR_PEER_DEAD (a rank closed its connection), GICE_ERR_IO. */
+int boot_init(boot_t **out);
+void boot_fini(boot_t *b);
+uint32_t boot_rank(const boot_t *b);
+uint32_t boot_size(const boot_t *b);
+uint64_t boot_secret(const boot_t *b);
+/* Collective: every rank gives len bytes; all receives size * len bytes in rank order. */
+int boot_allgather(boot_t *b, const void *mine, size_t len, void *all);
+int boot_barrier(boot_t *b);
+
+/* GICE_RANK, GICE_WORLD_SIZE, GICE_BOOTSTRAP, GICE_BOOTSTRAP_TIMEOUT_MS. */
+extern const gice_param_t boot_params[];
+
+#endif
