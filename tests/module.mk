@@ -1,2 +1,3 @@
 TESTS += test_proto test_gice
 TESTS += test_docs
+TESTS += test_multiproc

@@ -1,0 +1,254 @@
+/* Description: ranks in separate processes on one host, joined through the bootstrap: put
+ * (packets and rendezvous) with a strong signal, get and contended atomics between processes
+ * over shm and tcp; 4 ranks all-to-all; a rank that never starts makes rank 0's gice_init fail
+ * within GICE_BOOTSTRAP_TIMEOUT_MS with a message naming it. Each rank is a forked child with
+ * its own GICE_RANK; the test process only starts and reaps them. */
+#include <check.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/gice.h"
+
+#define MIB (1024u * 1024u)
+
+static int free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+typedef int (*rank_fn)(int rank, int size);
+
+/* Start ranks [0, started) of a job of size ranks running fn; return each exit status in st. */
+static void run_job(int size, int started, rank_fn fn, const char *provider, const char *extra_env, int *st,
+		    const char *stderr_file)
+{
+	char spec[64];
+	pid_t pid[16];
+
+	snprintf(spec, sizeof(spec), "127.0.0.1:%d", free_port());
+	for (int r = 0; r < started; r++) {
+		pid[r] = fork();
+		ck_assert_int_ge(pid[r], 0);
+		if (pid[r] == 0) {
+			char v[16];
+			snprintf(v, sizeof(v), "%d", r);
+			setenv("GICE_RANK", v, 1);
+			snprintf(v, sizeof(v), "%d", size);
+			setenv("GICE_WORLD_SIZE", v, 1);
+			setenv("GICE_BOOTSTRAP", spec, 1);
+			if (provider)
+				setenv("GICE_FI_PROVIDER", provider, 1);
+			if (extra_env)
+				putenv((char *)extra_env);
+			if (stderr_file && r == 0) {
+				int fd = open(stderr_file, O_WRONLY | O_TRUNC);
+				if (fd < 0 || dup2(fd, 2) < 0)
+					_exit(99);
+				close(fd);
+			}
+			alarm(60);
+			_exit(fn(r, size));
+		}
+	}
+	for (int r = 0; r < started; r++) {
+		int w;
+		ck_assert_int_eq(waitpid(pid[r], &w, 0), pid[r]);
+		st[r] = WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
+	}
+}
+
+#define FAILIF(cond, ...)                                                    \
+	do {                                                                 \
+		if (cond) {                                                  \
+			fprintf(stderr, "rank %d: ", rank);                  \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fprintf(stderr, " (line %d)\n", __LINE__);           \
+			return 1;                                            \
+		}                                                            \
+	} while (0)
+
+static uint8_t pat(int rank, size_t i) { return (uint8_t)(i * 7 + (size_t)rank * 13 + 1); }
+
+struct shared { /* what each rank publishes */
+	uint64_t key;
+	uint32_t sig;
+	uint32_t pad;
+};
+
+/* Every rank: a 4 MiB registered buffer [0,2M) its own data, [2M,4M) landing zone for the left
+ * neighbour's put. Ring: put 300 KiB (rendezvous) + put 1000 B (packets) with a strong signal to
+ * the right; check what came from the left; get 100 KiB from the right; 500 fetch-adds on rank
+ * 0's counter word; barrier; rank 0 checks the sum. */
+static int ring_rank(int rank, int size)
+{
+	gice_device_t *d;
+	uint8_t *buf;
+	void *p;
+	struct shared me, all[16];
+	gice_counter_t c;
+	int right = (rank + 1) % size, left = (rank + size - 1) % size;
+
+	FAILIF(gice_init(), "gice_init");
+	FAILIF(gice_rank() != (uint32_t)rank || gice_world_size() != (uint32_t)size, "rank/size");
+	FAILIF(gice_device_open(NULL, &d), "device open");
+	FAILIF(gice_device_id(d) != gice_device_id_of((uint32_t)rank, 0), "device id %u", gice_device_id(d));
+	FAILIF(gice_mem_alloc(d, 4 * MIB, &p), "alloc");
+	buf = p;
+	for (size_t i = 0; i < 2 * MIB; i++)
+		buf[i] = pat(rank, i);
+	memset(buf + 2 * MIB, 0, 2 * MIB);
+	FAILIF(gice_mem_register(d, buf, 4 * MIB, &me.key), "register");
+	FAILIF(gice_counter_alloc(d, &me.sig) || gice_counter_alloc(d, &c), "counters");
+	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
+
+	gice_conn_t to_right;
+	FAILIF(gice_conn_open(d, gice_device_id_of((uint32_t)right, 0), NULL, &to_right), "conn");
+	gice_op_t big = {.type = GICE_OP_PUT, .conn = to_right, .local = buf, .bytes = 300 * 1024,
+			 .rkey = all[right].key, .roff = 2 * MIB, .signal = GICE_NO_COUNTER, .completion = c};
+	gice_op_t small = {.type = GICE_OP_PUT, .conn = to_right, .local = buf + 300 * 1024, .bytes = 1000,
+			   .rkey = all[right].key, .roff = 2 * MIB + 300 * 1024, .value = 1, .signal = all[right].sig,
+			   .signal_flags = GICE_SIGNAL_ADD | GICE_SIGNAL_STRONG, .completion = c};
+	FAILIF(gice_post(d, &big) || gice_post(d, &small), "post");
+	FAILIF(gice_counter_wait(d, me.sig, GICE_CMP_GE, 1, 20000, NULL), "signal from rank %d", left);
+	for (size_t i = 0; i < 300 * 1024 + 1000; i++)
+		FAILIF(buf[2 * MIB + i] != pat(left, i), "byte %zu from rank %d", i, left);
+	FAILIF(gice_counter_wait(d, c, GICE_CMP_GE, 2, 20000, NULL), "put completions");
+
+	gice_counter_reset(d, c);
+	gice_op_t get = {.type = GICE_OP_GET, .conn = to_right, .local = buf + 3 * MIB, .bytes = 100 * 1024,
+			 .rkey = all[right].key, .roff = 5000, .signal = GICE_NO_COUNTER, .completion = c};
+	FAILIF(gice_post(d, &get), "get");
+	FAILIF(gice_counter_wait(d, c, GICE_CMP_GE, 1, 20000, NULL), "get completion");
+	for (size_t i = 0; i < 100 * 1024; i++)
+		FAILIF(buf[3 * MIB + i] != pat(right, 5000 + i), "get byte %zu from rank %d", i, right);
+
+	gice_conn_t to0;
+	FAILIF(gice_conn_open(d, gice_device_id_of(0, 0), NULL, &to0), "conn to 0");
+	FAILIF(gice_barrier(), "barrier"); /* everyone has checked its data: rank 0's word may change */
+	gice_counter_reset(d, c);
+	gice_op_t add = {.type = GICE_OP_ATOMIC_ADD, .conn = to0, .rkey = all[0].key, .roff = 2 * MIB - 64,
+			 .value = 1, .signal = GICE_NO_COUNTER, .completion = c};
+	if (rank == 0)
+		memset(buf + 2 * MIB - 64, 0, 8);
+	FAILIF(gice_barrier(), "barrier");
+	for (int i = 0; i < 500; i++)
+		FAILIF(gice_post(d, &add), "atomic");
+	FAILIF(gice_counter_wait(d, c, GICE_CMP_GE, 500, 20000, NULL), "atomic completions");
+	FAILIF(gice_barrier(), "barrier");
+	if (rank == 0) {
+		uint64_t sum;
+		memcpy(&sum, buf + 2 * MIB - 64, 8);
+		FAILIF(sum != 500u * (uint64_t)size, "atomic sum %llu, expected %u", (unsigned long long)sum, 500 * size);
+	}
+	FAILIF(gice_barrier(), "final barrier");
+	FAILIF(gice_mem_deregister(d, me.key) || gice_mem_free(d, buf) || gice_device_close(d), "teardown");
+	gice_finalize();
+	return 0;
+}
+
+static void check_job(int size, const char *provider)
+{
+	int st[16];
+
+	run_job(size, size, ring_rank, provider, NULL, st, NULL);
+	for (int r = 0; r < size; r++)
+		ck_assert_msg(st[r] == 0, "rank %d of %d on %s exited %d (its stderr says why)", r, size, provider, st[r]);
+}
+
+START_TEST(two_processes_put_get_atomics_signals_over_shm)
+{
+	check_job(2, "shm");
+}
+END_TEST
+
+START_TEST(two_processes_put_get_atomics_signals_over_tcp)
+{
+	check_job(2, "tcp");
+}
+END_TEST
+
+START_TEST(four_processes_ring_over_tcp)
+{
+	check_job(4, "tcp");
+}
+END_TEST
+
+START_TEST(four_processes_ring_over_shm_with_packets_only)
+{
+	int st[16];
+
+	run_job(4, 4, ring_rank, "shm", "GICE_CT_RNDV_BYTES=0", st, NULL);
+	for (int r = 0; r < 4; r++)
+		ck_assert_msg(st[r] == 0, "rank %d exited %d", r, st[r]);
+}
+END_TEST
+
+static int init_only_rank(int rank, int size)
+{
+	(void)size;
+	int rc = gice_init();
+	if (rank == 0)
+		return rc == GICE_ERR_TIMED_OUT ? 0 : 10 + (rc < 0 ? -rc : rc);
+	return rc ? 0 : 20; /* the others fail too once rank 0 gives up */
+}
+
+START_TEST(a_rank_that_never_starts_fails_the_others_naming_it)
+{
+	char log[] = "/tmp/gice-boot-XXXXXX";
+	int fd = mkstemp(log), st[16];
+	struct timespec t0, t1;
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	run_job(3, 2, init_only_rank, NULL, "GICE_BOOTSTRAP_TIMEOUT_MS=1000", st, log); /* rank 2 never starts */
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_int_eq(st[0], 0);
+	ck_assert_int_eq(st[1], 0);
+	ck_assert_int_lt(t1.tv_sec - t0.tv_sec, 10);
+	char text[2048] = {0};
+	FILE *f = fopen(log, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	unlink(log);
+	text[n] = 0;
+	ck_assert_msg(strstr(text, "rank(s) 2 of 3 never arrived"), "rank 0 said: %s", text);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("multiproc");
+	TCase *tc = tcase_create("ranks");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, two_processes_put_get_atomics_signals_over_shm);
+	tcase_add_test(tc, two_processes_put_get_atomics_signals_over_tcp);
+	tcase_add_test(tc, four_processes_ring_over_tcp);
+	tcase_add_test(tc, four_processes_ring_over_shm_with_packets_only);
+	tcase_add_test(tc, a_rank_that_never_starts_fails_the_others_naming_it);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
