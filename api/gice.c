@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,10 @@ static const gice_param_t api_params[] = {
 	{"GICE_WAIT_SPIN_US", "2", "microseconds a waiting kernel or host spins before sleeping on the futex",
 	 GICE_PARAM_U64, 0, 1000000},
 	{"GICE_MAX_DEVICES", "16", "devices one process may open", GICE_PARAM_U64, 1, 1024},
+	{"GICE_BIND", "1",
+	 "1: the SM and CT threads of device k run on CPU (k + rank) mod the CPUs this process may use, as a "
+	 "GPU's SMs and CTs share one chip (keeps the scheduler from stacking two busy devices on one core); "
+	 "0: anywhere", GICE_PARAM_BOOL, 0, 1},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
@@ -51,6 +56,7 @@ static struct {
 	pthread_mutex_t lock;
 	int refs;
 	uint64_t timeout_ns, spin_ns, max_devices;
+	int bind;
 	gice_device_t **devs;
 	uint32_t opened; /* devices opened so far: the k-th open on every rank is collective round k */
 	boot_t *boot;
@@ -68,7 +74,7 @@ struct dev_blob {
 
 int gice_init(void)
 {
-	uint64_t v[3];
+	uint64_t v[4];
 	int rc;
 
 	pthread_mutex_lock(&g.lock);
@@ -76,7 +82,7 @@ int gice_init(void)
 		pthread_mutex_unlock(&g.lock);
 		return GICE_OK;
 	}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if ((rc = gice_param_u64(&api_params[i], &v[i]))) {
 			g.refs = 0;
 			pthread_mutex_unlock(&g.lock);
@@ -85,6 +91,7 @@ int gice_init(void)
 	g.timeout_ns = v[0] * 1000000ull;
 	g.spin_ns = v[1] * 1000ull;
 	g.max_devices = v[2];
+	g.bind = (int)v[3];
 	g.devs = calloc(g.max_devices, sizeof(*g.devs));
 	if (!g.devs) {
 		g.refs = 0;
@@ -160,6 +167,25 @@ static int param_u32(const gice_param_t *table, const char *name, uint32_t given
 		return rc;
 	*out = (uint32_t)v;
 	return GICE_OK;
+}
+
+/* Restrict the calling thread to the index-th CPU it may use (round robin); *saved gets the old
+ * mask. Returns 1 if the mask changed. One CPU allowed: nothing to do. */
+static int bind_to_device_cpu(uint32_t index, cpu_set_t *saved)
+{
+	cpu_set_t one;
+	int n, k = 0;
+
+	if (pthread_getaffinity_np(pthread_self(), sizeof(*saved), saved) || (n = CPU_COUNT(saved)) < 2)
+		return 0;
+	int want = (int)((index + gice_rank()) % (uint32_t)n);
+	CPU_ZERO(&one);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, saved) && k++ == want) {
+			CPU_SET(c, &one);
+			break;
+		}
+	return pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
 }
 
 /* Collective round of a device open in a multi-rank job: tell every rank about the new device
@@ -267,10 +293,16 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 		goto err_ep;
 	ct_engine_attr_t ca = {.gid = d->gid, .index = d->index, .n_cts = d->n_cts, .hbm = d->hbm, .tm = d->tm,
 			       .ep = d->ep};
-	if ((rc = ct_engine_create(&ca, &d->ct)))
+	/* threads inherit their creator's CPU mask: create the device's threads on its CPU */
+	cpu_set_t saved;
+	int bound = g.bind && bind_to_device_cpu(d->index, &saved);
+	rc = ct_engine_create(&ca, &d->ct);
+	if (!rc && (rc = smt_create(a.n_sms, d->index, d->tm, &d->smt)))
+		ct_engine_destroy(d->ct);
+	if (bound)
+		pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+	if (rc)
 		goto err_ep;
-	if ((rc = smt_create(a.n_sms, d->index, d->tm, &d->smt)))
-		goto err_ct;
 	d->has_mr = ct_engine_mr(d->ct, &d->mr) == GICE_OK;
 
 	/* wire peers both ways, including the device itself (loopback through its endpoint) */
@@ -296,7 +328,6 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 err_smt:
 	smt_destroy(d->smt);
 	d->smt = NULL;
-err_ct:
 	ct_engine_destroy(d->ct);
 err_ep:
 	fab_close(d->ep);

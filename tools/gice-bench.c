@@ -65,14 +65,14 @@ static void header(void)
 }
 
 static void row(const char *bench, const char *transport, int ranks, size_t bytes, long iters, double p50, double p99,
-		double mbps)
+		double mbps, double busbw)
 {
 	if (opt.csv)
 		printf("%s,%s,%d,%zu,%ld,%.3f,%.3f,%.1f,%.1f\n", bench, transport, ranks, bytes, iters, p50, p99, mbps,
-		       mbps);
+		       busbw);
 	else
 		printf("%-8s %-14s %5d %9zu %7ld %9.3f %9.3f %10.1f %10.1f\n", bench, transport, ranks, bytes, iters, p50,
-		       p99, mbps, mbps);
+		       p99, mbps, busbw);
 	fflush(stdout);
 }
 
@@ -129,7 +129,7 @@ static int bench_trigger(void)
 	}
 	long skip = iters / 10; /* warm-up */
 	row("trigger", "in-process", 1, 8, iters - skip, pct(lat + skip, iters - skip, 0.5),
-	    pct(lat + skip, iters - skip, 0.99), 0);
+	    pct(lat + skip, iters - skip, 0.99), 0, 0);
 	CHECK(gice_disarm(d, desc));
 	CHECK(gice_stream_destroy(s));
 	CHECK(gice_device_close(d));
@@ -244,64 +244,106 @@ static long default_iters(size_t bytes)
 	return bytes <= 64 ? 20000 : bytes <= 4096 ? 10000 : bytes <= 65536 ? 2000 : 200;
 }
 
+/* One side of a ping-pong pair: local (this process runs its kernel) or remote (another rank). */
+struct side {
+	int local;
+	gice_device_t *d;
+	gice_stream_t *s;
+	uint8_t *src, *dst;
+	gice_conn_t c;
+	uint64_t key;        /* of dst: the peer writes there */
+	gice_counter_t sig;  /* the peer signals it */
+};
+
+struct pub { /* what a rank publishes for its partner (multi-rank) */
+	uint64_t key;
+	uint32_t sig, pad;
+};
+
+/* Ping-pong between two devices: both in this process (one rank), or pairs of ranks 0<->1,
+ * 2<->3, ... each with one device (gicerun -n N; an odd last rank sits out). */
 static int bench_put(void)
 {
 	gice_device_attr_t attr = {.provider = opt.provider};
-	gice_device_t *d[2];
-	gice_stream_t *s[2];
-	uint8_t *src[2], *dst[2];
-	uint64_t key[2];
-	gice_conn_t c[2];
+	uint32_t world = gice_world_size(), rank = gice_rank();
+	uint32_t role = world == 1 ? 0 : rank & 1, partner = rank ^ 1;
+	int active = world == 1 || partner < world;
+	uint32_t pairs = world == 1 ? 1 : world / 2;
+	struct side sd[2] = {{.local = 1}, {.local = world == 1}};
+	struct pub *all = calloc(world, sizeof(*all));
 	size_t maxb = 0;
 	int failed = 0;
 
+	if (world > 1) {
+		sd[0].local = role == 0;
+		sd[1].local = role == 1;
+	}
 	for (int i = 0; i < opt.nsizes; i++)
 		if (opt.sizes[i] > maxb)
 			maxb = opt.sizes[i];
+	if (!maxb)
+		maxb = 1;
 	if (!attr.hbm_bytes && maxb * 2 + (1 << 20) > (64u << 20))
 		attr.hbm_bytes = maxb * 2 + (16u << 20);
 	for (int i = 0; i < 2; i++) {
 		void *p;
-		CHECK(gice_device_open(&attr, &d[i]));
-		CHECK(gice_stream_create(d[i], &s[i]));
-		CHECK(gice_mem_alloc(d[i], maxb ? maxb : 1, &p));
-		src[i] = p;
-		CHECK(gice_mem_alloc(d[i], maxb ? maxb : 1, &p));
-		dst[i] = p;
-		CHECK(gice_mem_register(d[i], src[i], maxb ? maxb : 1, &key[i]));
-		uint64_t k2;
-		CHECK(gice_mem_register(d[i], dst[i], maxb ? maxb : 1, &k2));
-		key[i] = k2; /* peers write into dst */
+		uint64_t k;
+		if (!sd[i].local)
+			continue;
+		CHECK(gice_device_open(&attr, &sd[i].d)); /* collective across ranks */
+		CHECK(gice_stream_create(sd[i].d, &sd[i].s));
+		CHECK(gice_mem_alloc(sd[i].d, maxb, &p));
+		sd[i].src = p;
+		CHECK(gice_mem_alloc(sd[i].d, maxb, &p));
+		sd[i].dst = p;
+		CHECK(gice_mem_register(sd[i].d, sd[i].src, maxb, &k));
+		CHECK(gice_mem_register(sd[i].d, sd[i].dst, maxb, &sd[i].key));
 	}
-	for (int i = 0; i < 2; i++)
-		CHECK(gice_conn_open(d[i], gice_device_id(d[1 - i]), NULL, &c[i]));
-	const char *transport = gice_device_provider(d[0]);
+	for (int i = 0; i < 2; i++) {
+		if (!sd[i].local || !active)
+			continue;
+		uint32_t peer = world == 1 ? gice_device_id(sd[1 - i].d) : gice_device_id_of(partner, 0);
+		CHECK(gice_conn_open(sd[i].d, peer, NULL, &sd[i].c));
+	}
+	const char *transport = gice_device_provider(sd[role].d);
 
 	for (int si = 0; si < opt.nsizes; si++) {
 		size_t bytes = opt.sizes[si];
 		long iters = default_iters(bytes), warm = iters / 10 + 1;
 		uint64_t *rtt = calloc((size_t)iters, sizeof(*rtt));
-		uint64_t t_start = 0, t_end = 0, t_start1 = 0, t_end1 = 0;
+		uint64_t t_start[2] = {0}, t_end[2] = {0};
 		_Atomic long bad = -1;
-		gice_counter_t sig[2];
 		struct pp_args a[2];
 
 		for (int i = 0; i < 2; i++)
-			CHECK(gice_counter_alloc(d[i], &sig[i]));
-		for (int i = 0; i < 2; i++) {
-			a[i] = (struct pp_args){.initiator = i == 0, .check = opt.check, .c = c[i], .rkey = key[1 - i],
-						.my_sig = sig[i], .peer_sig = sig[1 - i], .src = src[i], .dst = dst[i],
-						.bytes = bytes, .iters = iters, .warm = warm, .rtt = i == 0 ? rtt : NULL,
-						.t_start = i == 0 ? &t_start : &t_start1,
-						.t_end = i == 0 ? &t_end : &t_end1, .bad_offset = &bad};
+			if (sd[i].local)
+				CHECK(gice_counter_alloc(sd[i].d, &sd[i].sig));
+		if (world > 1) {
+			struct pub me = {.key = sd[role].key, .sig = sd[role].sig};
+			CHECK(gice_allgather(&me, sizeof(me), all));
+			if (active) {
+				sd[1 - role].key = all[partner].key;
+				sd[1 - role].sig = all[partner].sig;
+			}
 		}
-		CHECK(gice_launch(s[1], pp_kernel, 1, &a[1], sizeof(a[1])));
-		CHECK(gice_launch(s[0], pp_kernel, 1, &a[0], sizeof(a[0])));
-		CHECK(gice_stream_sync(s[0], 0));
-		CHECK(gice_stream_sync(s[1], 0));
-		if (gice_counter_read(d[0], sig[0]) != (uint64_t)(iters + warm)) {
+		for (int i = 0; i < 2 && active; i++) {
+			if (!sd[i].local)
+				continue;
+			a[i] = (struct pp_args){.initiator = i == 0, .check = opt.check, .c = sd[i].c,
+						.rkey = sd[1 - i].key, .my_sig = sd[i].sig, .peer_sig = sd[1 - i].sig,
+						.src = sd[i].src, .dst = sd[i].dst, .bytes = bytes, .iters = iters,
+						.warm = warm, .rtt = i == 0 ? rtt : NULL, .t_start = &t_start[i],
+						.t_end = &t_end[i], .bad_offset = &bad};
+		}
+		for (int i = 1; i >= 0 && active; i--)
+			if (sd[i].local)
+				CHECK(gice_launch(sd[i].s, pp_kernel, 1, &a[i], sizeof(a[i])));
+		for (int i = 0; i < 2 && active; i++)
+			if (sd[i].local)
+				CHECK(gice_stream_sync(sd[i].s, 0));
+		if (active && gice_counter_read(sd[role].d, sd[role].sig) != (uint64_t)(iters + warm)) {
 			fprintf(stderr, "gice-bench put: %zu bytes: ping-pong stopped after %llu of %ld round trips\n",
-				bytes, (unsigned long long)gice_counter_read(d[0], sig[0]), iters + warm);
+				bytes, (unsigned long long)gice_counter_read(sd[role].d, sd[role].sig), iters + warm);
 			return 1;
 		}
 		if (opt.check && atomic_load(&bad) >= 0) {
@@ -309,22 +351,29 @@ static int bench_put(void)
 				atomic_load(&bad));
 			failed = 1;
 		}
-		double elapsed_us = (double)(t_end - t_start) / 1000.0;
-		double one_way_us = elapsed_us / (double)iters / 2.0;
-		for (long i = 0; i < iters; i++)
-			rtt[i] /= 2; /* one-way */
-		row("put", transport, 2, bytes, iters, pct(rtt, iters, 0.5), pct(rtt, iters, 0.99),
-		    (double)bytes / one_way_us);
-		if (opt.stages)
-			print_stages(d[0], bytes);
+		if (active && sd[0].local) {
+			double one_way_us = (double)(t_end[0] - t_start[0]) / 1000.0 / (double)iters / 2.0;
+			for (long i = 0; i < iters; i++)
+				rtt[i] /= 2; /* one-way */
+			row("put", transport, (int)world, bytes, iters, pct(rtt, iters, 0.5), pct(rtt, iters, 0.99),
+			    (double)bytes / one_way_us, (double)bytes / one_way_us * pairs);
+			if (opt.stages)
+				print_stages(sd[0].d, bytes);
+		}
+		if (world > 1)
+			CHECK(gice_barrier()); /* every pair done before counters are recycled */
 		for (int i = 0; i < 2; i++)
-			CHECK(gice_counter_free(d[i], sig[i]));
+			if (sd[i].local)
+				CHECK(gice_counter_free(sd[i].d, sd[i].sig));
 		free(rtt);
 	}
 	for (int i = 0; i < 2; i++) {
-		CHECK(gice_stream_destroy(s[i]));
-		CHECK(gice_device_close(d[i]));
+		if (!sd[i].local)
+			continue;
+		CHECK(gice_stream_destroy(sd[i].s));
+		CHECK(gice_device_close(sd[i].d));
 	}
+	free(all);
 	return failed;
 }
 
@@ -406,7 +455,7 @@ int main(int argc, char **argv)
 		opt.sizes[opt.nsizes++] = (size_t)v;
 	}
 	CHECK(gice_init());
-	if (strcmp(argv[optind], "idle"))
+	if (strcmp(argv[optind], "idle") && gice_rank() == 0)
 		header();
 	if (!strcmp(argv[optind], "trigger"))
 		rc = bench_trigger();
