@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/gice.h"
 
@@ -234,6 +235,41 @@ START_TEST(equal_thresholds_fire_in_arming_order_and_disarm)
 END_TEST
 
 /* ---------------------------------------------------------------- get, atomics */
+
+/* A triggered put keeps its place among the requests of its connection: a strong signal fired
+ * by a trigger lands only after the put posted just before it on the same connection, whichever
+ * CT the trigger counter belongs to. */
+START_TEST(triggered_put_is_ordered_with_posted_puts_of_its_connection)
+{
+	gice_conn_t c2;
+	const size_t n = 2 * MIB;
+
+	/* a second connection to dev1: its requests go to the other CT than conn[0][1]'s */
+	ck_assert_int_eq(gice_conn_open(dev[0], gice_device_id(dev[1]), NULL, &c2), GICE_OK);
+	for (int round = 0; round < 10; round++) {
+		gice_counter_t sig = ctr(1), t = ctr(0), t2;
+		/* a trigger on the CT the connection does not use */
+		while (t % 2 == c2 % 2) {
+			ck_assert_int_eq(gice_counter_alloc(dev[0], &t2), GICE_OK);
+			t = t2;
+		}
+		fill(buf[0], n, 100 + round);
+		memset(buf[1] + TGT, 0, n);
+		gice_op_t b = {.type = GICE_OP_PUT, .conn = c2, .local = buf[0] + n, .bytes = 8, .rkey = key[1],
+			       .roff = TGT + n, .value = 1, .signal = sig, .signal_flags = GICE_SIGNAL_STRONG,
+			       .completion = GICE_NO_COUNTER};
+		gice_desc_t d;
+		ck_assert_int_eq(gice_arm(dev[0], t, 1, 0, &b, &d), GICE_OK);
+		gice_op_t a = {.type = GICE_OP_PUT, .conn = c2, .local = buf[0], .bytes = n, .rkey = key[1],
+			       .roff = TGT, .signal = GICE_NO_COUNTER, .completion = GICE_NO_COUNTER};
+		ck_assert_int_eq(gice_post(dev[0], &a), GICE_OK);
+		ck_assert_int_eq(gice_counter_add(dev[0], t, 1), GICE_OK);
+		ck_assert_int_eq(gice_counter_wait(dev[1], sig, GICE_CMP_GE, 1, 10000, NULL), GICE_OK);
+		ck_assert_msg(memcmp(buf[1] + TGT, buf[0], n) == 0, "round %d: the strong signal beat the put before it",
+			      round);
+	}
+}
+END_TEST
 
 START_TEST(get_reads_remote_memory_bit_exact)
 {
@@ -534,6 +570,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, chained_triggers_cross_three_devices_without_host);
 	tcase_add_test(tc, equal_thresholds_fire_in_arming_order_and_disarm);
 	tcase_add_test(tc, get_reads_remote_memory_bit_exact);
+	tcase_add_test(tc, triggered_put_is_ordered_with_posted_puts_of_its_connection);
 	tcase_add_test(tc, remote_atomics_from_four_devices_under_contention_are_exact);
 	tcase_add_test(tc, sizes_around_the_mtu_and_8mib_arrive_bit_exact);
 	tcase_add_test(tc, zero_byte_put_does_not_stall_quiet);
@@ -552,6 +589,7 @@ static Suite *suite(void)
 	tcase_add_test(tp, sizes_around_the_mtu_and_8mib_arrive_bit_exact);
 	tcase_add_test(tp, large_put_with_bad_key_or_bounds_fails_and_writes_nothing);
 	tcase_add_test(tp, ring_of_four_devices_1000_laps_kernels_only);
+	tcase_add_test(tp, triggered_put_is_ordered_with_posted_puts_of_its_connection);
 	suite_add_tcase(s, tp);
 	return s;
 }

@@ -296,7 +296,11 @@ static int fire_due(ct_tile_t *t, uint32_t id)
 		ct_desc_t *d = &e->descs[di];
 		if (thr_before(v, d->threshold))
 			break;
-		if (exec_req(t, &d->req, UINT64_MAX) == GICE_ERR_AGAIN) {
+		ct_req_t r = d->req;
+		tm_counter_state_t cs;
+		tm_counter_get(e->attr.tm, id, &cs);
+		r.t_issue = cs.ts_ns; /* the trigger write that made it due */
+		if (exec_req(t, &r, UINT64_MAX) == GICE_ERR_AGAIN) {
 			tm_dirty_mark(e->attr.tm, t->idx, id); /* no message entry free: look again later */
 			break;
 		}
@@ -324,7 +328,9 @@ static void control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
 		armed_insert(t, r->desc);
 		atomic_store_explicit(&d->state, DS_ARMED, memory_order_release);
 		tm_counter_watch(e->attr.tm, d->trig, t->idx, 1);
-		fire_due(t, d->trig); /* a threshold already reached fires now */
+		/* a threshold already reached fires in the next pass, after the requests queued
+		 * behind this ARM (they may have been issued before the trigger write) */
+		tm_dirty_mark(e->attr.tm, t->idx, d->trig);
 	} else if (armed_remove(t, r->desc)) {
 		atomic_store_explicit(&d->state, DS_DISARMED, memory_order_release);
 		if (t->armed[d->trig] == CT_NIL)
@@ -335,7 +341,8 @@ static void control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
 
 /* ---------------------------------------------------------------- the CT thread */
 
-static int drain_queue(ct_tile_t *t)
+/* Execute queued requests, at most max; *empty tells whether the queue was found empty. */
+static int drain_queue(ct_tile_t *t, int max, int *empty)
 {
 	ct_engine_t *e = t->e;
 	union {
@@ -345,14 +352,17 @@ static int drain_queue(ct_tile_t *t)
 	uint64_t ticket;
 	int n = 0;
 
-	while (n < 64) {
+	*empty = 0;
+	while (n < max) {
 		/* keep tickets within the retirement ring */
 		if (t->next_ticket - atomic_load_explicit(&t->retire_cursor, memory_order_acquire) > t->done_mask)
 			break;
 		if (t->free_head == CT_NIL && !atomic_load_explicit(&t->ret_head, memory_order_relaxed))
 			break; /* no message entry: leave requests queued */
-		if (!tm_queue_pop(e->attr.tm, t->idx, u.b, &ticket))
+		if (!tm_queue_pop(e->attr.tm, t->idx, u.b, &ticket)) {
+			*empty = 1;
 			break;
+		}
 		t->next_ticket = ticket + 1;
 		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_)
 			control_req(t, &u.r, ticket);
@@ -377,10 +387,19 @@ static void *ct_thread(void *arg)
 
 	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
 		uint32_t seq = tm_doorbell_seq(e->attr.tm, t->idx);
-		int work = drain_queue(t);
+		/* Triggers first, then the queue, then fire: a request pushed before a trigger write
+		 * that we have seen is visible in the queue, and goes out before what the trigger
+		 * fires (issue order on a connection). If the queue cannot be emptied now, the
+		 * triggers wait for the next pass. */
+		int empty;
 		uint32_t n = tm_dirty_take(e->attr.tm, t->idx, ids, GICE_ARRAY_SIZE(ids));
-		for (uint32_t i = 0; i < n; i++)
-			work += fire_due(t, ids[i]) + 1;
+		int work = drain_queue(t, n ? INT32_MAX : 64, &empty);
+		for (uint32_t i = 0; i < n; i++) {
+			if (empty)
+				work += fire_due(t, ids[i]) + 1;
+			else
+				tm_dirty_mark(e->attr.tm, t->idx, ids[i]);
+		}
 		/* CT 0 owns the link (MPG, receive path); the others only feed it. One poller per device
 		 * keeps a 2-core machine with several devices from drowning in spinning threads. */
 		if (t->idx == 0)
@@ -670,7 +689,10 @@ int ct_arm(ct_engine_t *e, uint32_t trig, uint64_t threshold, uint64_t period, c
 		d->trig = trig;
 		d->threshold = threshold;
 		d->period = period;
-		d->ct = trig % e->attr.n_cts;
+		/* a remote op fires on its connection's CT, so it keeps its place among that
+		 * connection's other messages; local counter ops on the trigger's CT */
+		d->ct = op->op >= CT_OP_PUT && op->op <= CT_OP_AMO_CSWAP ? ct_for_conn(e, op->conn)
+									 : trig % e->attr.n_cts;
 		d->next = CT_NIL;
 		atomic_store_explicit(&d->state, DS_ARMING, memory_order_release);
 		pthread_mutex_unlock(&e->setup_lock);
