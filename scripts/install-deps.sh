@@ -4,7 +4,7 @@
 set -eu
 
 pkgs="build-essential pkg-config libfabric-dev libfabric-bin liburing-dev check libsubunit-dev"
-pkgs="$pkgs iproute2 procps"
+pkgs="$pkgs iproute2 procps iputils-ping"
 missing=""
 for p in $pkgs; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
