@@ -1,3 +1,4 @@
 TESTS += test_proto test_gice
 TESTS += test_docs
 TESTS += test_multiproc
+TESTS += test_gicerun

@@ -1,3 +1,4 @@
 TOOLS += gice-bench
 TOOLS += gice-info
 TOOLS += gice-demo
+TOOLS += gicerun
