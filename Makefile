@@ -1,7 +1,7 @@
 # gice top-level Makefile. Quiet by default; V=1 shows full commands.
 #   make            build libgice.a/.so and the tools
 #   make test       install missing Debian packages, build, run every test
-#   make run        install, build, run the multi-device demo
+#   make run        install, build, run the demo: gicerun -n 4 gice-demo
 #   make asan/tsan  the test suite under AddressSanitizer+UBSan / ThreadSanitizer
 #   make install    PREFIX=/usr/local
 
@@ -80,9 +80,10 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) bash scripts/run-tests.sh $(TESTS) $(TEST_SCRIPTS:%=%.sh)
 
+# the main demo: 4 ranks on this host, one emulated GPU each, over the embedded default plane
 run: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)$(BUILD)/bin/gice-demo
+	$(Q)$(BUILD)/bin/gicerun -n 4 --timeout 300 $(BUILD)/bin/gice-demo
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=address,undefined test
