@@ -260,13 +260,16 @@ START_TEST(triggered_put_is_ordered_with_posted_puts_of_its_connection)
 			       .completion = GICE_NO_COUNTER};
 		gice_desc_t d;
 		ck_assert_int_eq(gice_arm(dev[0], t, 1, 0, &b, &d), GICE_OK);
+		gice_counter_t a_done = ctr(0);
 		gice_op_t a = {.type = GICE_OP_PUT, .conn = c2, .local = buf[0], .bytes = n, .rkey = key[1],
-			       .roff = TGT, .signal = GICE_NO_COUNTER, .completion = GICE_NO_COUNTER};
+			       .roff = TGT, .signal = GICE_NO_COUNTER, .completion = a_done};
 		ck_assert_int_eq(gice_post(dev[0], &a), GICE_OK);
 		ck_assert_int_eq(gice_counter_add(dev[0], t, 1), GICE_OK);
 		ck_assert_int_eq(gice_counter_wait(dev[1], sig, GICE_CMP_GE, 1, 10000, NULL), GICE_OK);
 		ck_assert_msg(memcmp(buf[1] + TGT, buf[0], n) == 0, "round %d: the strong signal beat the put before it",
 			      round);
+		/* the source is rewritten next round: only after the put's own completion */
+		ck_assert_int_eq(gice_counter_wait(dev[0], a_done, GICE_CMP_GE, 1, 10000, NULL), GICE_OK);
 	}
 }
 END_TEST

@@ -149,6 +149,7 @@ struct pp_args {
 	long iters, warm;
 	uint64_t *rtt, *t_start, *t_end;
 	_Atomic long *bad_offset; /* first mismatching offset, or -1 */
+	uint8_t *expect;          /* --check: scratch of bytes, the expected payload */
 };
 
 static void pattern(uint8_t *p, size_t n, uint64_t seed)
@@ -165,17 +166,10 @@ static void pattern(uint8_t *p, size_t n, uint64_t seed)
 
 static void verify(struct pp_args *a, uint64_t seed)
 {
-	static _Thread_local uint8_t *tmp;
-	static _Thread_local size_t tmp_n;
-	if (tmp_n < a->bytes) {
-		free(tmp);
-		tmp = malloc(a->bytes);
-		tmp_n = a->bytes;
-	}
-	pattern(tmp, a->bytes, seed);
-	if (memcmp(tmp, a->dst, a->bytes)) {
+	pattern(a->expect, a->bytes, seed);
+	if (memcmp(a->expect, a->dst, a->bytes)) {
 		for (size_t i = 0; i < a->bytes; i++)
-			if (tmp[i] != a->dst[i]) {
+			if (a->expect[i] != a->dst[i]) {
 				long expect = -1;
 				atomic_compare_exchange_strong(a->bad_offset, &expect, (long)i);
 				break;
@@ -333,7 +327,8 @@ static int bench_put(void)
 						.rkey = sd[1 - i].key, .my_sig = sd[i].sig, .peer_sig = sd[1 - i].sig,
 						.src = sd[i].src, .dst = sd[i].dst, .bytes = bytes, .iters = iters,
 						.warm = warm, .rtt = i == 0 ? rtt : NULL, .t_start = &t_start[i],
-						.t_end = &t_end[i], .bad_offset = &bad};
+						.t_end = &t_end[i], .bad_offset = &bad,
+						.expect = opt.check ? malloc(bytes ? bytes : 1) : NULL};
 		}
 		for (int i = 1; i >= 0 && active; i--)
 			if (sd[i].local)
@@ -360,6 +355,9 @@ static int bench_put(void)
 			if (opt.stages)
 				print_stages(sd[0].d, bytes);
 		}
+		for (int i = 0; i < 2 && active; i++)
+			if (sd[i].local)
+				free(a[i].expect);
 		if (world > 1)
 			CHECK(gice_barrier()); /* every pair done before counters are recycled */
 		for (int i = 0; i < 2; i++)
