@@ -16,6 +16,11 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC -pthread -Wall -Wextra -Wshadow -Wno-unu
 CFLAGS  += -I. -MMD -MP
 LDLIBS  := $(shell pkg-config --libs libfabric liburing 2>/dev/null || echo -lfabric -luring) -pthread -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
+# PMIx bootstrap (mpirun, srun --mpi=pmix) when libpmix-dev is installed
+ifneq ($(shell pkg-config --exists pmix 2>/dev/null && echo yes),)
+CFLAGS  += -DGICE_HAVE_PMIX $(shell pkg-config --cflags pmix)
+LDLIBS  += $(shell pkg-config --libs pmix)
+endif
 
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -O1

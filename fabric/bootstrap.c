@@ -15,6 +15,10 @@
 
 #include "emu/common/common.h"
 
+#ifdef GICE_HAVE_PMIX
+#include <pmix.h>
+#endif
+
 #define BOOT_MAGIC 0x424f4f54u /* "BOOT" */
 #define BOOT_VERSION 1
 
@@ -31,6 +35,11 @@ struct boot {
 	uint32_t rank, size;
 	uint64_t secret, timeout_ns;
 	int *fds; /* rank 0: fd of each rank (fds[0] unused); others: fds[0] to rank 0 */
+#ifdef GICE_HAVE_PMIX
+	int pmix;        /* rank, size and exchanges come from the launcher's PMIx server */
+	pmix_proc_t me;
+	uint32_t round;  /* allgathers so far: each uses its own key */
+#endif
 };
 
 typedef struct {
@@ -199,6 +208,75 @@ static int leaf_connect(boot_t *b, const struct sockaddr_storage *ss, socklen_t 
 	return GICE_OK;
 }
 
+#ifdef GICE_HAVE_PMIX
+/* Under mpirun or srun --mpi=pmix: PMIX_RANK is set and the launcher runs a PMIx server. */
+static int pmix_init(boot_t *b)
+{
+	pmix_status_t rc = PMIx_Init(&b->me, NULL, 0);
+	pmix_proc_t wild;
+	pmix_value_t *val = NULL;
+
+	if (rc != PMIX_SUCCESS) {
+		gice_error("boot", "PMIX_RANK is set but PMIx_Init failed: %s", PMIx_Error_string(rc));
+		return GICE_ERR_IO;
+	}
+	b->pmix = 1;
+	PMIX_PROC_CONSTRUCT(&wild);
+	PMIX_LOAD_PROCID(&wild, b->me.nspace, PMIX_RANK_WILDCARD);
+	rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &val);
+	if (rc != PMIX_SUCCESS || !val) {
+		gice_error("boot", "PMIx_Get(PMIX_JOB_SIZE) failed: %s", PMIx_Error_string(rc));
+		return GICE_ERR_IO;
+	}
+	b->rank = b->me.rank;
+	b->size = val->data.uint32;
+	PMIX_VALUE_RELEASE(val);
+	return GICE_OK;
+}
+
+static int pmix_allgather(boot_t *b, const void *mine, size_t len, void *all)
+{
+	char key[PMIX_MAX_KEYLEN];
+	pmix_value_t v, *val;
+	pmix_info_t info;
+	bool collect = true;
+	pmix_status_t rc;
+
+	snprintf(key, sizeof(key), "gice.ag.%u", b->round++);
+	PMIX_VALUE_CONSTRUCT(&v);
+	v.type = PMIX_BYTE_OBJECT;
+	v.data.bo.bytes = (char *)mine;
+	v.data.bo.size = len;
+	rc = PMIx_Put(PMIX_GLOBAL, key, &v);
+	if (rc == PMIX_SUCCESS)
+		rc = PMIx_Commit();
+	PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+	if (rc == PMIX_SUCCESS)
+		rc = PMIx_Fence(NULL, 0, &info, 1);
+	PMIX_INFO_DESTRUCT(&info);
+	if (rc != PMIX_SUCCESS) {
+		gice_error("boot", "rank %u: PMIx exchange %s failed: %s", b->rank, key, PMIx_Error_string(rc));
+		return GICE_ERR_IO;
+	}
+	for (uint32_t r = 0; r < b->size; r++) {
+		pmix_proc_t p;
+		PMIX_LOAD_PROCID(&p, b->me.nspace, r);
+		val = NULL;
+		rc = PMIx_Get(&p, key, NULL, 0, &val);
+		if (rc != PMIX_SUCCESS || !val || val->type != PMIX_BYTE_OBJECT || val->data.bo.size != len) {
+			gice_error("boot", "rank %u: PMIx_Get of %s from rank %u failed: %s", b->rank, key, r,
+				   PMIx_Error_string(rc));
+			if (val)
+				PMIX_VALUE_RELEASE(val);
+			return GICE_ERR_IO;
+		}
+		memcpy((uint8_t *)all + (size_t)r * len, val->data.bo.bytes, len);
+		PMIX_VALUE_RELEASE(val);
+	}
+	return GICE_OK;
+}
+#endif
+
 int boot_init(boot_t **out)
 {
 	uint64_t rank, size, tmo;
@@ -208,8 +286,35 @@ int boot_init(boot_t **out)
 	boot_t *b;
 	int rc;
 
-	if ((rc = gice_param_u64(&boot_params[0], &rank)) || (rc = gice_param_u64(&boot_params[1], &size)) ||
-	    (rc = gice_param_u64(&boot_params[3], &tmo)))
+	if ((rc = gice_param_u64(&boot_params[3], &tmo)))
+		return rc;
+#ifdef GICE_HAVE_PMIX
+	if (getenv("PMIX_RANK")) {
+		b = calloc(1, sizeof(*b));
+		if (!b)
+			return GICE_ERR_NO_MEMORY;
+		b->timeout_ns = tmo * 1000000ull;
+		if ((rc = pmix_init(b)) || !(b->fds = malloc(sizeof(int) * b->size))) {
+			boot_fini(b);
+			return rc ? rc : GICE_ERR_NO_MEMORY;
+		}
+		for (uint32_t r = 0; r < b->size; r++)
+			b->fds[r] = -1;
+		/* the job secret is rank 0's random number */
+		uint64_t mine = gice_random_u64(), *all = malloc(sizeof(uint64_t) * b->size);
+		if (!all || (rc = pmix_allgather(b, &mine, sizeof(mine), all))) {
+			free(all);
+			boot_fini(b);
+			return rc ? rc : GICE_ERR_NO_MEMORY;
+		}
+		b->secret = all[0];
+		free(all);
+		gice_info("boot", "rank %u of %u (PMIx namespace %s)", b->rank, b->size, b->me.nspace);
+		*out = b;
+		return GICE_OK;
+	}
+#endif
+	if ((rc = gice_param_u64(&boot_params[0], &rank)) || (rc = gice_param_u64(&boot_params[1], &size)))
 		return rc;
 	spec = gice_param_str(&boot_params[2]);
 	if (rank >= size) {
@@ -251,7 +356,11 @@ void boot_fini(boot_t *b)
 {
 	if (!b)
 		return;
-	for (uint32_t r = 0; r < b->size; r++)
+#ifdef GICE_HAVE_PMIX
+	if (b->pmix)
+		PMIx_Finalize(NULL, 0);
+#endif
+	for (uint32_t r = 0; b->fds && r < b->size; r++)
 		if (b->fds[r] >= 0)
 			close(b->fds[r]);
 	free(b->fds);
@@ -268,6 +377,10 @@ int boot_allgather(boot_t *b, const void *mine, size_t len, void *all)
 	uint8_t *out = all;
 	int rc;
 
+#ifdef GICE_HAVE_PMIX
+	if (b->pmix)
+		return pmix_allgather(b, mine, len, all);
+#endif
 	memcpy(out + (size_t)b->rank * len, mine, len);
 	if (b->size == 1)
 		return GICE_OK;

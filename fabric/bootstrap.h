@@ -3,7 +3,8 @@
  * Each process learns its rank and the world size from GICE_RANK and GICE_WORLD_SIZE, and the
  * rendezvous from GICE_BOOTSTRAP=host:port (set by gicerun): rank 0 listens there, every other
  * rank connects (retrying while rank 0 is not up yet), says who it is, and gets the job's random
- * secret. Without those variables the job is one rank. Every wait is bounded by
+ * secret. Under mpirun or srun --mpi=pmix (PMIX_RANK set, gice built with libpmix-dev) rank,
+ * size and exchanges come from PMIx instead. Without any of these the job is one rank. Every wait is bounded by
  * GICE_BOOTSTRAP_TIMEOUT_MS; a rank that never arrives fails the others with a message naming it
  * and the time waited. Set-up path only: blocking sockets, poll() with deadlines.
  */

@@ -5,6 +5,8 @@ set -eu
 
 pkgs="build-essential pkg-config libfabric-dev libfabric-bin liburing-dev check libsubunit-dev"
 pkgs="$pkgs iproute2 procps iputils-ping"
+# PMIx bootstrap, and Open MPI's mpirun for the test that launches gice through it
+pkgs="$pkgs libpmix-dev openmpi-bin"
 missing=""
 for p in $pkgs; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

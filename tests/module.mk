@@ -3,3 +3,4 @@ TESTS += test_docs
 TESTS += test_multiproc
 TESTS += test_gicerun
 TEST_SCRIPTS += test_netns
+TEST_SCRIPTS += test_mpirun
