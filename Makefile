@@ -91,7 +91,8 @@ run: deps
 	$(Q)$(BUILD)/bin/gicerun -n 4 --timeout 300 $(BUILD)/bin/gice-demo
 
 asan:
-	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=address,undefined test
+	$(Q)LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 \
+		$(MAKE) --no-print-directory BUILD=build-asan SAN=address,undefined test
 
 tsan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-tsan SAN=thread test
