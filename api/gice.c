@@ -21,13 +21,14 @@
 static const gice_param_t api_params[] = {
 	{"GICE_TIMEOUT_MS", "10000", "default timeout of every wait (device waits, quiet, stream waits, syncs)",
 	 GICE_PARAM_U64, 1, 86400000},
-	{"GICE_WAIT_SPIN_US", "2", "microseconds a waiting kernel or host spins before sleeping on the futex",
+	{"GICE_WAIT_SPIN_US", "20", "microseconds a waiting kernel or host spins before sleeping on the futex",
 	 GICE_PARAM_U64, 0, 1000000},
 	{"GICE_MAX_DEVICES", "16", "devices one process may open", GICE_PARAM_U64, 1, 1024},
-	{"GICE_BIND", "1",
-	 "1: the SM and CT threads of device k run on CPU (k + rank) mod the CPUs this process may use, as a "
-	 "GPU's SMs and CTs share one chip (keeps the scheduler from stacking two busy devices on one core); "
-	 "0: anywhere", GICE_PARAM_BOOL, 0, 1},
+	{"GICE_BIND", "2",
+	 "where a device's SM and CT threads run: 1 on CPU (k + rank) mod the CPUs this process may use, for "
+	 "its k-th device, as a GPU's SMs and CTs share one chip; 0 anywhere; 2 (auto) like 1 when the job has "
+	 "more than one rank (it keeps the scheduler from stacking busy ranks on one core), else like 0",
+	 GICE_PARAM_U64, 0, 2},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
@@ -295,7 +296,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 			       .ep = d->ep};
 	/* threads inherit their creator's CPU mask: create the device's threads on its CPU */
 	cpu_set_t saved;
-	int bound = g.bind && bind_to_device_cpu(d->index, &saved);
+	int bound = (g.bind == 1 || (g.bind == 2 && g.size > 1)) && bind_to_device_cpu(d->index, &saved);
 	rc = ct_engine_create(&ca, &d->ct);
 	if (!rc && (rc = smt_create(a.n_sms, d->index, d->tm, &d->smt)))
 		ct_engine_destroy(d->ct);

@@ -414,10 +414,11 @@ static void *ct_thread(void *arg)
 			/* Back off while idle: polling the fabric takes the provider's locks, which the
 			 * peer's sender needs too (shm); and two cores may run four ranks, so let other
 			 * threads in now and then. */
-			if ((++spins & 63) == 0) {
+			if ((++spins & 3) == 0) {
+				/* the kernel that will issue the next request may share this core */
 				sched_yield();
 			} else {
-				for (unsigned i = 0, lim = 1u << GICE_MIN(spins, 5u); i < lim; i++)
+				for (unsigned i = 0, lim = 1u << GICE_MIN(spins, 1u); i < lim; i++)
 					gice_cpu_relax();
 			}
 			continue;

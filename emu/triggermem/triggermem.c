@@ -745,7 +745,7 @@ int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint6
 	int rc;
 
 	spin_end = GICE_MIN(spin_end, deadline);
-	/* Spin phase: no syscall, an occasional yield so a 2-core machine makes progress. */
+	/* Spin phase: no futex; a yield every 16 polls so a 2-core machine makes progress. */
 	for (uint32_t i = 0;; i++) {
 		if (wait_check(c, cmp, v, &seen, &rc))
 			goto out;
@@ -753,8 +753,9 @@ int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint6
 			now = gice_now_ns();
 			if (now >= spin_end)
 				break;
-			if ((i & 1023) == 1023)
-				sched_yield();
+			/* yield often: with GICE_BIND the CT that will answer shares this core, and
+			 * a yield hands it the core far sooner than a futex sleep would */
+			sched_yield();
 		}
 		gice_cpu_relax();
 	}
