@@ -3,6 +3,8 @@
 # same provider in one run, several rounds, and print medians and the ratios the issues name:
 # 8 B one-way latency (gice / fi_pingpong, lower is better) and 1 MiB bandwidth (gice /
 # fi_pingpong, higher is better). Default providers: shm tcp. Loopback only.
+# RANKS=2 runs gice as two processes under gicerun (as fi_pingpong runs), else two devices in
+# one process.
 set -eu
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -33,7 +35,12 @@ for prov in "${@:-shm tcp}"; do
 	for p in $prov; do
 		gl=() gb=() fl=() fb=()
 		for r in $(seq "$rounds"); do
-			csv=$("$bench" put --csv --provider "$p" --sizes 8,1048576) || { echo "gice-bench failed on $p" >&2; continue; }
+			if [ "${RANKS:-1}" = 2 ]; then
+				csv=$("$build/bin/gicerun" -n 2 --timeout 300 "$bench" put --csv --provider "$p" --sizes 8,1048576 |
+					sed 's/^\[[0-9]*\] //') || { echo "gice-bench failed on $p" >&2; continue; }
+			else
+				csv=$("$bench" put --csv --provider "$p" --sizes 8,1048576) || { echo "gice-bench failed on $p" >&2; continue; }
+			fi
 			gl+=("$(echo "$csv" | awk -F, '$4 == 8 {print $6}')")
 			gb+=("$(echo "$csv" | awk -F, '$4 == 1048576 {print $8}')")
 			read -r l _ <<<"$(fipp 8 20000 "$p")"
