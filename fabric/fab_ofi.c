@@ -534,6 +534,8 @@ static int ofi_open_cq(ofi_ep_t *e)
 
 /* Packet buffers: tx, rx, then the inject staging buffer, `stride` bytes apart, registered
  * when the provider wants FI_MR_LOCAL. */
+static void ofi_free_bufs(ofi_ep_t *e);
+
 static int ofi_alloc_bufs(ofi_ep_t *e)
 {
 	int ret;
@@ -577,21 +579,18 @@ static int ofi_alloc_bufs(ofi_ep_t *e)
 	return GICE_OK;
 
 err_free_descs:
-	free(e->errs);
-	free(e->rx_fifo);
-	free(e->rx_pending);
-	free(e->tx_free);
-	free(e->bufs);
-	munmap(e->mem, e->mem_len);
+	ofi_free_bufs(e);
 	return GICE_ERR_NO_MEMORY;
 }
 
+/* Undo ofi_alloc_bufs (also its partial work: free(NULL) is fine, mr is NULL until registered). */
 static void ofi_free_bufs(ofi_ep_t *e)
 {
 	int ret;
 
 	if (e->mr && (ret = fi_close(&e->mr->fid)))
 		gice_error("fab", "fi_close of the packet buffer registration failed: %s", fi_strerror(-ret));
+	e->mr = NULL;
 	free(e->errs);
 	free(e->rx_fifo);
 	free(e->rx_pending);

@@ -134,6 +134,19 @@ static uint32_t key_hash(const hbm_t *h, uint64_t key)
 
 /* ---- arena ---- */
 
+/* The process-local tables and the handle itself (create's error path and destroy). */
+static void free_tables(hbm_t *h)
+{
+	free(h->allocs);
+	free(h->free_list);
+	free(h->page_cnt);
+	free((void *)h->page);
+	free((void *)h->hash);
+	free(h->slot_free);
+	free(h->slots);
+	free(h);
+}
+
 int hbm_create(uint64_t bytes, const char *name, hbm_t **out)
 {
 	uint64_t max_regions, hash_size = 1;
@@ -209,14 +222,7 @@ int hbm_create(uint64_t bytes, const char *name, hbm_t **out)
 err_close_fd:
 	close(h->fd);
 err_free_tables:
-	free(h->allocs);
-	free(h->free_list);
-	free(h->page_cnt);
-	free((void *)h->page);
-	free((void *)h->hash);
-	free(h->slot_free);
-	free(h->slots);
-	free(h);
+	free_tables(h);
 	return rc;
 }
 
@@ -227,14 +233,7 @@ void hbm_destroy(hbm_t *h)
 	pthread_mutex_destroy(&h->lock);
 	munmap(h->base, h->size);
 	close(h->fd);
-	free(h->allocs);
-	free(h->free_list);
-	free(h->page_cnt);
-	free((void *)h->page);
-	free((void *)h->hash);
-	free(h->slot_free);
-	free(h->slots);
-	free(h);
+	free_tables(h);
 }
 
 void *hbm_base(const hbm_t *h) { return h->base; }
