@@ -5,6 +5,7 @@
  *            through its endpoint): one-way latency = half the round trip, MB/s = bytes / one-way
  *            time (the fi_pingpong convention, so the two compare directly).
  *   idle     CPU used by an idle device over one second, after 10 ms of idleness.
+ *   memcpy   one core's memcpy bandwidth per size: the reference for copy-engine puts.
  * --csv prints bench,transport,ranks,bytes,iters,p50_us,p99_us,MBps,busbw_MBps. */
 #include <getopt.h>
 #include <stdatomic.h>
@@ -375,6 +376,39 @@ static int bench_put(void)
 	return failed;
 }
 
+/* ---------------------------------------------------------------- memcpy */
+
+/* The reference for copy bandwidth: one core's memcpy of each size (best of iters), between two
+ * buffers already touched, in the same units as put. */
+static int bench_memcpy(void)
+{
+	for (int si = 0; si < opt.nsizes; si++) {
+		size_t n = opt.sizes[si] ? opt.sizes[si] : 1;
+		long iters = opt.iters ? opt.iters : 20;
+		uint8_t *a = malloc(n), *b = malloc(n);
+		uint64_t best = UINT64_MAX;
+		if (!a || !b) {
+			fprintf(stderr, "gice-bench memcpy: no memory for 2 x %zu bytes\n", n);
+			return 1;
+		}
+		memset(a, 1, n);
+		memset(b, 2, n);
+		for (long i = 0; i < iters; i++) {
+			uint64_t t0 = now_ns();
+			memcpy(b, a, n);
+			uint64_t t = now_ns() - t0;
+			if (t < best)
+				best = t;
+			a[i % n]++; /* keep the copies from being optimized away */
+		}
+		row("memcpy", "one-core", 1, n, iters, (double)best / 1000.0, (double)best / 1000.0,
+		    (double)n / ((double)best / 1000.0), (double)n / ((double)best / 1000.0));
+		free(a);
+		free(b);
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------- idle */
 
 static double cpu_s(void)
@@ -411,7 +445,7 @@ static int bench_idle(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: gice-bench trigger|put|idle [--csv] [--sizes 8,4096,...] [--iters N] [--provider NAME] "
+	fprintf(f, "usage: gice-bench trigger|put|idle|memcpy [--csv] [--sizes 8,4096,...] [--iters N] [--provider NAME] "
 		   "[--check] [--stages]\n");
 }
 
@@ -461,6 +495,8 @@ int main(int argc, char **argv)
 		rc = bench_put();
 	else if (!strcmp(argv[optind], "idle"))
 		rc = bench_idle();
+	else if (!strcmp(argv[optind], "memcpy"))
+		rc = bench_memcpy();
 	else {
 		usage(stderr);
 		rc = 2;
