@@ -2,12 +2,16 @@
  * memory (triggermem), SM threads (sm_threads), CT threads (ct_engine) and a fabric endpoint. */
 #include "api/gice.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "emu/common/common.h"
 #include "emu/common/config.h"
@@ -24,6 +28,11 @@ static const gice_param_t api_params[] = {
 	{"GICE_WAIT_SPIN_US", "20", "microseconds a waiting kernel or host spins before sleeping on the futex",
 	 GICE_PARAM_U64, 0, 1000000},
 	{"GICE_MAX_DEVICES", "16", "devices one process may open", GICE_PARAM_U64, 1, 1024},
+	{"GICE_PLANE", "auto",
+	 "auto or nvlink: devices on one host (same machine and network namespace) map each other's device "
+	 "memory (NVLink plane: large puts are copied with memcpy, gice_peer_ptr gives load/store pointers); "
+	 "net: every byte goes through libfabric",
+	 GICE_PARAM_STR, 0, 0},
 	{"GICE_BIND", "2",
 	 "where a device's SM and CT threads run: 1 on CPU (k + rank) mod the CPUs this process may use, for "
 	 "its k-th device, as a GPU's SMs and CTs share one chip; 0 anywhere; 2 (auto) like 1 when the job has "
@@ -63,15 +72,39 @@ static struct {
 	boot_t *boot;
 	uint32_t rank, size;
 	struct dev_blob *remote; /* devices of other ranks, learned at each collective open */
+	struct peer_map *remote_map; /* parallel to remote */
 	uint32_t n_remote;
+	int nvlink;      /* GICE_PLANE allows mapping same-host peers */
+	char host[96];
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* What a rank tells the others about a device it opened. */
 struct dev_blob {
-	uint32_t gid, addr_len, has_mr, pad;
+	uint32_t gid, addr_len, has_mr, pid;
 	fab_mr_info_t mr;
 	uint8_t addr[FAB_ADDR_MAX];
+	char host[96];       /* host identity: same string = same host (NVLink plane) */
+	int32_t hbm_fd;      /* in process pid: the memfd of its device memory */
+	uint32_t pad;
+	uint64_t hbm_size;
 };
+
+/* A remote device's memory mapped here over the NVLink plane, or NULL. */
+struct peer_map {
+	uint8_t *base;
+	uint64_t size;
+};
+
+/* Same string on two ranks = same machine and network namespace (an emulated host). */
+static void host_identity(char *out, size_t len)
+{
+	char name[64] = "?";
+	struct stat st = {0};
+
+	gethostname(name, sizeof(name) - 1);
+	stat("/proc/self/ns/net", &st);
+	snprintf(out, len, "%s/netns:%llu", name, (unsigned long long)st.st_ino);
+}
 
 int gice_init(void)
 {
@@ -83,8 +116,9 @@ int gice_init(void)
 		pthread_mutex_unlock(&g.lock);
 		return GICE_OK;
 	}
+	const char *const names[4] = {"GICE_TIMEOUT_MS", "GICE_WAIT_SPIN_US", "GICE_MAX_DEVICES", "GICE_BIND"};
 	for (int i = 0; i < 4; i++)
-		if ((rc = gice_param_u64(&api_params[i], &v[i]))) {
+		if ((rc = gice_param_u64(gice_param_find(api_params, names[i]), &v[i]))) {
 			g.refs = 0;
 			pthread_mutex_unlock(&g.lock);
 			return rc;
@@ -92,6 +126,14 @@ int gice_init(void)
 	g.timeout_ns = v[0] * 1000000ull;
 	g.spin_ns = v[1] * 1000ull;
 	g.max_devices = v[2];
+	const char *plane = gice_param_str(gice_param_find(api_params, "GICE_PLANE"));
+	if (strcmp(plane, "auto") && strcmp(plane, "nvlink") && strcmp(plane, "net")) {
+		gice_error("api", "GICE_PLANE=\"%s\" is not auto, nvlink or net", plane);
+		g.refs = 0;
+		pthread_mutex_unlock(&g.lock);
+		return GICE_ERR_CONFIG;
+	}
+	g.nvlink = strcmp(plane, "net") != 0;
 	g.bind = (int)v[3];
 	g.devs = calloc(g.max_devices, sizeof(*g.devs));
 	if (!g.devs) {
@@ -109,6 +151,7 @@ int gice_init(void)
 	}
 	g.rank = boot_rank(g.boot);
 	g.size = boot_size(g.boot);
+	host_identity(g.host, sizeof(g.host));
 	g.opened = 0;
 	pthread_mutex_unlock(&g.lock);
 	return GICE_OK;
@@ -143,8 +186,13 @@ int gice_finalize(void)
 		g.devs = NULL;
 		boot_fini(g.boot);
 		g.boot = NULL;
+		for (uint32_t i = 0; i < g.n_remote; i++)
+			if (g.remote_map[i].base)
+				munmap(g.remote_map[i].base, g.remote_map[i].size);
 		free(g.remote);
+		free(g.remote_map);
 		g.remote = NULL;
+		g.remote_map = NULL;
 		g.n_remote = 0;
 	}
 	pthread_mutex_unlock(&g.lock);
@@ -189,17 +237,53 @@ static int bind_to_device_cpu(uint32_t index, cpu_set_t *saved)
 	return pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
 }
 
+/* NVLink plane: map a same-host device's memory through its process's memfd. */
+static struct peer_map map_peer(const struct dev_blob *b)
+{
+	struct peer_map m = {0};
+	char path[64];
+
+	if (!g.nvlink || strcmp(b->host, g.host) || b->hbm_fd < 0)
+		return m;
+	snprintf(path, sizeof(path), "/proc/%u/fd/%d", b->pid, b->hbm_fd);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		gice_warn("api", "NVLink plane: cannot open device %u's memory (%s): %m; using the network", b->gid,
+			  path);
+		return m;
+	}
+	void *p = mmap(NULL, b->hbm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		gice_warn("api", "NVLink plane: cannot map %llu bytes of device %u's memory: %m; using the network",
+			  (unsigned long long)b->hbm_size, b->gid);
+		return m;
+	}
+	m.base = p;
+	m.size = b->hbm_size;
+	return m;
+}
+
+static int add_peer(ct_engine_t *ct, const struct dev_blob *b, const struct peer_map *m)
+{
+	ct_peer_info_t pi = {.addr = b->addr, .addr_len = b->addr_len, .mr = b->has_mr ? &b->mr : NULL,
+			     .hbm = m->base, .hbm_size = m->size};
+	return ct_peer_add(ct, b->gid, &pi);
+}
+
 /* Collective round of a device open in a multi-rank job: tell every rank about the new device
  * and learn theirs; the new device meets every remote device known so far, this process's other
  * devices meet this round's remote ones. */
 static int wire_remote(gice_device_t *d)
 {
 	struct dev_blob mine = {.gid = d->gid, .addr_len = (uint32_t)d->addr_len, .has_mr = (uint32_t)d->has_mr,
-				.mr = d->mr};
+				.mr = d->mr, .pid = (uint32_t)getpid(), .hbm_fd = hbm_fd(d->hbm), .hbm_size = d->size};
 	struct dev_blob *all, *grown;
+	struct peer_map *grown_map;
 	int rc;
 
 	memcpy(mine.addr, d->addr, d->addr_len);
+	snprintf(mine.host, sizeof(mine.host), "%s", g.host);
 	all = calloc(g.size, sizeof(*all));
 	if (!all)
 		return GICE_ERR_NO_MEMORY;
@@ -209,22 +293,28 @@ static int wire_remote(gice_device_t *d)
 	}
 	pthread_mutex_lock(&g.lock);
 	grown = realloc(g.remote, (g.n_remote + g.size) * sizeof(*grown));
-	if (!grown) {
+	if (grown)
+		g.remote = grown;
+	grown_map = realloc(g.remote_map, (g.n_remote + g.size) * sizeof(*grown_map));
+	if (grown_map)
+		g.remote_map = grown_map;
+	if (!grown || !grown_map) {
 		pthread_mutex_unlock(&g.lock);
 		rc = GICE_ERR_NO_MEMORY;
 		goto out;
 	}
-	g.remote = grown;
 	uint32_t first_new = g.n_remote;
 	for (uint32_t r = 0; r < g.size; r++)
-		if (r != g.rank)
-			g.remote[g.n_remote++] = all[r];
+		if (r != g.rank) {
+			g.remote[g.n_remote] = all[r];
+			g.remote_map[g.n_remote] = map_peer(&all[r]);
+			g.n_remote++;
+		}
 	for (uint32_t i = 0; i < g.n_remote && !rc; i++) {
-		struct dev_blob *b = &g.remote[i];
-		rc = ct_peer_add(d->ct, b->gid, b->addr, b->addr_len, b->has_mr ? &b->mr : NULL);
+		rc = add_peer(d->ct, &g.remote[i], &g.remote_map[i]);
 		for (uint64_t j = 0; j < g.max_devices && !rc && i >= first_new; j++)
 			if (g.devs[j] && g.devs[j] != d && g.devs[j]->smt)
-				rc = ct_peer_add(g.devs[j]->ct, b->gid, b->addr, b->addr_len, b->has_mr ? &b->mr : NULL);
+				rc = add_peer(g.devs[j]->ct, &g.remote[i], &g.remote_map[i]);
 	}
 	pthread_mutex_unlock(&g.lock);
 out:
@@ -312,9 +402,14 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 		gice_device_t *p = g.devs[i];
 		if (!p || (p != d && !p->smt))
 			continue;
-		rc = ct_peer_add(d->ct, p->gid, p->addr, p->addr_len, p->has_mr ? &p->mr : NULL);
+		/* devices of one process share its address space: the NVLink plane is free */
+		ct_peer_info_t to_p = {.addr = p->addr, .addr_len = p->addr_len, .mr = p->has_mr ? &p->mr : NULL,
+				       .hbm = g.nvlink ? p->base : NULL, .hbm_size = p->size};
+		ct_peer_info_t to_d = {.addr = d->addr, .addr_len = d->addr_len, .mr = d->has_mr ? &d->mr : NULL,
+				       .hbm = g.nvlink ? d->base : NULL, .hbm_size = d->size};
+		rc = ct_peer_add(d->ct, p->gid, &to_p);
 		if (!rc && p != d)
-			rc = ct_peer_add(p->ct, d->gid, d->addr, d->addr_len, d->has_mr ? &d->mr : NULL);
+			rc = ct_peer_add(p->ct, d->gid, &to_d);
 	}
 	pthread_mutex_unlock(&g.lock);
 	if (!rc && g.size > 1)
@@ -409,6 +504,39 @@ int gice_mem_register(gice_device_t *d, void *ptr, size_t len, uint64_t *key)
 }
 
 int gice_mem_deregister(gice_device_t *d, uint64_t key) { return hbm_deregister(d->hbm, key); }
+
+int gice_mem_offset(gice_device_t *d, const void *ptr, uint64_t *offset)
+{
+	uint64_t off;
+
+	if (dev_off(d, ptr, &off))
+		return GICE_ERR_INVALID;
+	*offset = off;
+	return GICE_OK;
+}
+
+void *gice_peer_ptr(gice_device_t *d, uint32_t peer_id, uint64_t offset, size_t len)
+{
+	uint8_t *base = NULL;
+	uint64_t size = 0;
+
+	pthread_mutex_lock(&g.lock);
+	for (uint64_t i = 0; i < g.max_devices && !base; i++)
+		if (g.devs[i] && g.devs[i]->gid == peer_id && g.nvlink) {
+			base = g.devs[i]->base;
+			size = g.devs[i]->size;
+		}
+	for (uint32_t i = 0; i < g.n_remote && !base; i++)
+		if (g.remote[i].gid == peer_id) {
+			base = g.remote_map[i].base;
+			size = g.remote_map[i].size;
+		}
+	pthread_mutex_unlock(&g.lock);
+	(void)d;
+	if (!base || offset > size || len > size - offset)
+		return NULL;
+	return base + offset;
+}
 
 /* ---------------------------------------------------------------- connections, counters */
 

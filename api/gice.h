@@ -103,6 +103,15 @@ int gice_mem_free(gice_device_t *dev, void *ptr);
 int gice_mem_register(gice_device_t *dev, void *ptr, size_t len, uint64_t *key);
 /* GICE_ERR_BAD_KEY when key is not registered on dev. */
 int gice_mem_deregister(gice_device_t *dev, uint64_t key);
+/* Device offset of ptr (what a peer passes to gice_peer_ptr). GICE_ERR_INVALID outside dev's
+ * memory. */
+int gice_mem_offset(gice_device_t *dev, const void *ptr, uint64_t *offset);
+/* NVLink plane (GICE_PLANE auto or nvlink): a load/store pointer, valid in this process, to
+ * [offset, offset+len) of the memory of device peer_id when it is on the same host (any device
+ * of this process, or of another rank on this machine and network namespace), like
+ * nvshmem_ptr or an NCCL LSA window. NULL when the peer is not reachable that way or the range
+ * leaves its memory. Accesses through it are plain memory accesses: order them with signals. */
+void *gice_peer_ptr(gice_device_t *dev, uint32_t peer_id, uint64_t offset, size_t len);
 
 /* ---------------------------------------------------------------- connections */
 

@@ -50,6 +50,20 @@ static void setup_packets(void)
 }
 
 static void teardown_packets(void);
+static void teardown(void);
+
+/* The same devices with every byte through libfabric: no NVLink plane, large puts by fi_read. */
+static void setup_net(void)
+{
+	setenv("GICE_PLANE", "net", 1);
+	setup();
+}
+
+static void teardown_net(void)
+{
+	teardown();
+	unsetenv("GICE_PLANE");
+}
 
 static void teardown(void)
 {
@@ -271,6 +285,22 @@ START_TEST(triggered_put_is_ordered_with_posted_puts_of_its_connection)
 		/* the source is rewritten next round: only after the put's own completion */
 		ck_assert_int_eq(gice_counter_wait(dev[0], a_done, GICE_CMP_GE, 1, 10000, NULL), GICE_OK);
 	}
+}
+END_TEST
+
+START_TEST(peer_pointers_load_and_store_on_the_nvlink_plane)
+{
+	uint64_t off;
+
+	ck_assert_int_eq(gice_mem_offset(dev[2], buf[2] + 4096, &off), GICE_OK);
+	uint64_t *p = gice_peer_ptr(dev[0], gice_device_id(dev[2]), off, 64);
+	ck_assert_ptr_eq(p, buf[2] + 4096); /* one process: the peer's own memory */
+	p[0] = 0x1122334455667788ull;
+	ck_assert_uint_eq(((uint64_t *)(buf[2] + 4096))[0], 0x1122334455667788ull);
+	ck_assert_ptr_null(gice_peer_ptr(dev[0], gice_device_id(dev[2]), 64u * MIB - 8, 64)); /* past the end */
+	ck_assert_ptr_null(gice_peer_ptr(dev[0], 999, 0, 8));                                 /* no such device */
+	static uint8_t host_mem[8];
+	ck_assert_int_eq(gice_mem_offset(dev[2], host_mem, &off), GICE_ERR_INVALID);
 }
 END_TEST
 
@@ -573,6 +603,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, chained_triggers_cross_three_devices_without_host);
 	tcase_add_test(tc, equal_thresholds_fire_in_arming_order_and_disarm);
 	tcase_add_test(tc, get_reads_remote_memory_bit_exact);
+	tcase_add_test(tc, peer_pointers_load_and_store_on_the_nvlink_plane);
 	tcase_add_test(tc, triggered_put_is_ordered_with_posted_puts_of_its_connection);
 	tcase_add_test(tc, remote_atomics_from_four_devices_under_contention_are_exact);
 	tcase_add_test(tc, sizes_around_the_mtu_and_8mib_arrive_bit_exact);
@@ -594,6 +625,16 @@ static Suite *suite(void)
 	tcase_add_test(tp, ring_of_four_devices_1000_laps_kernels_only);
 	tcase_add_test(tp, triggered_put_is_ordered_with_posted_puts_of_its_connection);
 	suite_add_tcase(s, tp);
+
+	/* no NVLink plane: large puts by the provider's remote reads */
+	TCase *tn = tcase_create("net");
+	tcase_add_checked_fixture(tn, setup_net, teardown_net);
+	tcase_set_timeout(tn, 120);
+	tcase_add_test(tn, sizes_around_the_mtu_and_8mib_arrive_bit_exact);
+	tcase_add_test(tn, large_put_with_bad_key_or_bounds_fails_and_writes_nothing);
+	tcase_add_test(tn, triggered_put_is_ordered_with_posted_puts_of_its_connection);
+	tcase_add_test(tn, chained_triggers_cross_three_devices_without_host);
+	suite_add_tcase(s, tn);
 	return s;
 }
 

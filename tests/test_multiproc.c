@@ -190,6 +190,67 @@ START_TEST(four_processes_ring_over_tcp)
 }
 END_TEST
 
+START_TEST(two_processes_over_the_network_plane_only)
+{
+	int st[16];
+
+	run_job(2, 2, ring_rank, "shm", "GICE_PLANE=net", st, NULL);
+	for (int r = 0; r < 2; r++)
+		ck_assert_msg(st[r] == 0, "rank %d exited %d", r, st[r]);
+}
+END_TEST
+
+/* NVLink plane across processes: rank 0 stores into rank 1's memory through gice_peer_ptr,
+ * then a zero-byte strong put_signal tells rank 1; under GICE_PLANE=net there is no pointer. */
+static int peer_ptr_rank(int rank, int size)
+{
+	gice_device_t *d;
+	void *p;
+	struct shared me, all[2];
+	uint64_t off[2], mine;
+	int net = getenv("GICE_PLANE") && !strcmp(getenv("GICE_PLANE"), "net");
+
+	FAILIF(size != 2, "size");
+	FAILIF(gice_init() || gice_device_open(NULL, &d), "init/open");
+	FAILIF(gice_mem_alloc(d, MIB, &p), "alloc");
+	memset(p, 0, MIB);
+	FAILIF(gice_mem_register(d, p, MIB, &me.key) || gice_counter_alloc(d, &me.sig), "register");
+	FAILIF(gice_mem_offset(d, p, &mine), "offset");
+	FAILIF(gice_allgather(&me, sizeof(me), all) || gice_allgather(&mine, sizeof(mine), off), "allgather");
+	uint8_t *peer = gice_peer_ptr(d, gice_device_id_of((uint32_t)(1 - rank), 0), off[1 - rank], MIB);
+	if (net) {
+		FAILIF(peer != NULL, "a peer pointer under GICE_PLANE=net");
+	} else if (rank == 0) {
+		FAILIF(!peer, "no peer pointer to rank 1");
+		for (size_t i = 0; i < MIB; i++)
+			peer[i] = (uint8_t)(i * 3 + 1);
+		gice_conn_t c;
+		FAILIF(gice_conn_open(d, gice_device_id_of(1, 0), NULL, &c), "conn");
+		gice_op_t sig = {.type = GICE_OP_PUT, .conn = c, .bytes = 0, .rkey = all[1].key, .value = 1,
+				 .signal = all[1].sig, .signal_flags = GICE_SIGNAL_STRONG, .completion = GICE_NO_COUNTER};
+		FAILIF(gice_post(d, &sig), "signal");
+	} else {
+		FAILIF(gice_counter_wait(d, me.sig, GICE_CMP_GE, 1, 20000, NULL), "signal");
+		for (size_t i = 0; i < MIB; i++)
+			FAILIF(((uint8_t *)p)[i] != (uint8_t)(i * 3 + 1), "byte %zu stored by rank 0", i);
+	}
+	FAILIF(gice_barrier(), "barrier");
+	FAILIF(gice_device_close(d), "close");
+	gice_finalize();
+	return 0;
+}
+
+START_TEST(peer_pointers_between_processes_on_one_host)
+{
+	int st[16];
+
+	run_job(2, 2, peer_ptr_rank, NULL, NULL, st, NULL);
+	ck_assert_msg(st[0] == 0 && st[1] == 0, "ranks exited %d, %d", st[0], st[1]);
+	run_job(2, 2, peer_ptr_rank, NULL, "GICE_PLANE=net", st, NULL);
+	ck_assert_msg(st[0] == 0 && st[1] == 0, "GICE_PLANE=net: ranks exited %d, %d", st[0], st[1]);
+}
+END_TEST
+
 START_TEST(four_processes_ring_over_shm_with_packets_only)
 {
 	int st[16];
@@ -245,6 +306,8 @@ int main(void)
 	tcase_add_test(tc, four_processes_ring_over_tcp);
 	tcase_add_test(tc, four_processes_ring_over_shm_with_packets_only);
 	tcase_add_test(tc, a_rank_that_never_starts_fails_the_others_naming_it);
+	tcase_add_test(tc, two_processes_over_the_network_plane_only);
+	tcase_add_test(tc, peer_pointers_between_processes_on_one_host);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -571,7 +571,7 @@ int ct_engine_mr(const ct_engine_t *e, fab_mr_info_t *mr)
 	return GICE_OK;
 }
 
-int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len, const fab_mr_info_t *mr)
+int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info)
 {
 	fab_addr_t fa;
 	int rc;
@@ -585,16 +585,18 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len, cons
 		ct_link_unlock(e);
 		return GICE_OK;
 	}
-	rc = fab_insert(e->attr.ep, addr, len, &fa);
+	rc = fab_insert(e->attr.ep, info->addr, info->addr_len, &fa);
 	if (rc == GICE_OK) {
 		ct_peer_t *p = &e->peers[gid];
 		memset(p, 0, sizeof(*p));
 		p->addr = fa;
 		p->wait_head = p->wait_tail = CT_NIL;
-		if (mr) {
-			p->mr = *mr;
+		if (info->mr) {
+			p->mr = *info->mr;
 			p->rma = 1;
 		}
+		p->map = info->hbm;
+		p->map_size = info->hbm_size;
 		p->present = 1;
 	}
 	ct_link_unlock(e);

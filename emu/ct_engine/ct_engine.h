@@ -96,9 +96,18 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out);
 /* Stops the threads; pending operations complete with GICE_ERR_CANCELED. */
 void ct_engine_destroy(ct_engine_t *e);
 
-/* Make device gid reachable (raw fabric address; mr: its device memory registration for
- * rendezvous reads, or NULL). Re-adding the same gid is GICE_OK. */
-int ct_peer_add(ct_engine_t *e, uint32_t gid, const void *addr, size_t len, const fab_mr_info_t *mr);
+/* How to reach a peer device. */
+typedef struct {
+	const void *addr;          /* raw fabric address */
+	size_t addr_len;
+	const fab_mr_info_t *mr;   /* its device memory registered for rendezvous reads, or NULL */
+	void *hbm;                 /* NVLink plane: its device memory mapped in this process, or NULL;
+				      rendezvous puts from it are then copied with memcpy */
+	uint64_t hbm_size;
+} ct_peer_info_t;
+
+/* Make device gid reachable. Re-adding the same gid is GICE_OK. */
+int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info);
 /* This device's registration for peers' rendezvous reads: GICE_ERR_UNSUPPORTED when the
  * provider has no remote reads or GICE_CT_RNDV_BYTES is 0. */
 int ct_engine_mr(const ct_engine_t *e, fab_mr_info_t *mr);

@@ -51,6 +51,8 @@ typedef struct { /* link-private (under the link lock) */
 	int present, rma;
 	fab_addr_t addr;
 	fab_mr_info_t mr; /* its device memory, for rendezvous reads (rma) */
+	uint8_t *map;     /* NVLink plane: its device memory mapped here (copy engine), or NULL */
+	uint64_t map_size;
 	/* tx */
 	uint32_t next_psn, acked_psn, next_msg_id, done_upto, inflight;
 	uint32_t wait_head, wait_tail; /* sent messages awaiting ack, in last_psn order */

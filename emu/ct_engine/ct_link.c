@@ -165,7 +165,8 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 			p->by_id[m->msg_id & (CT_PEER_WIN - 1)] = idx + 1;
 			/* a large put moves by one remote read that the target issues after validating;
 			 * it completes on the target's PUT_DONE, like a get on its response */
-			m->rndv = m->kind == MK_PUT && e->rma && p->rma && e->rndv_bytes && m->len >= e->rndv_bytes;
+			m->rndv = m->kind == MK_PUT && ((e->rma && p->rma) || p->map) && e->rndv_bytes &&
+				  m->len >= e->rndv_bytes;
 			m->need = NEED_ACK | (m->kind == MK_PUT && !m->rndv ? 0 : NEED_RESP);
 		} else {
 			m->need = NEED_ACK;
@@ -493,20 +494,26 @@ static int post_reads(ct_engine_t *e)
 	return n;
 }
 
-/* A rendezvous read ended: the put has landed (or failed); tell the initiator. */
-static void read_done(ct_engine_t *e, struct ct_read *r, int status)
+/* The data of a rendezvous put is in place (or failed): it has landed; tell the initiator. */
+static void rts_done(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 {
-	ct_peer_t *p = &e->peers[r->gid];
-	ct_rx_slot_t *s = &p->rx[r->msg_id & (CT_PEER_WIN - 1)];
+	ct_peer_t *p = &e->peers[gid];
+	ct_rx_slot_t *s = &p->rx[msg_id & (CT_PEER_WIN - 1)];
 
-	if (s->id1 == r->msg_id + 1) {
+	if (s->id1 == msg_id + 1) {
 		if (status && s->status == GICE_OK)
 			s->status = status;
 		s->got = s->len;
-		landed(e, r->gid, p, s);
+		landed(e, gid, p, s);
 	}
-	if (!queue_response(e, MK_PUT_DONE, r->gid, 0, r->msg_id, 0, status))
-		gice_error("ct", "no response entry for PUT_DONE of message %u to device %u", r->msg_id, r->gid);
+	if (!queue_response(e, MK_PUT_DONE, gid, 0, msg_id, 0, status))
+		gice_error("ct", "no response entry for PUT_DONE of message %u to device %u", msg_id, gid);
+}
+
+/* A rendezvous read ended. */
+static void read_done(ct_engine_t *e, struct ct_read *r, int status)
+{
+	rts_done(e, r->gid, r->msg_id, status);
 	r->state = 0;
 	atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
 }
@@ -519,6 +526,17 @@ static void rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t
 
 	if (!rc && (h->flags & CT_HF_SIGNAL) && (h->sig_id < e->attr.n_cts || h->sig_id >= e->n_counters))
 		rc = GICE_ERR_INVALID;
+	if (!rc && p->map) {
+		/* NVLink plane: the initiator's memory is mapped here; the CT is the copy engine */
+		if (h->aux > p->map_size || h->msg_len > p->map_size - h->aux) {
+			rx_fail(e, s, h, GICE_ERR_OUT_OF_BOUNDS);
+			landed(e, h->src_gid, p, s);
+			return;
+		}
+		memcpy(e->base + off, p->map + h->aux, h->msg_len);
+		rts_done(e, h->src_gid, h->msg_id, GICE_OK);
+		return;
+	}
 	if (!rc && !e->rma)
 		rc = GICE_ERR_UNSUPPORTED;
 	for (uint32_t i = 0; !rc && i < FAB_READS_MAX && !r; i++)
