@@ -28,6 +28,9 @@ static const gice_param_t api_params[] = {
 	{"GICE_WAIT_SPIN_US", "20", "microseconds a waiting kernel or host spins before sleeping on the futex",
 	 GICE_PARAM_U64, 0, 1000000},
 	{"GICE_MAX_DEVICES", "16", "devices one process may open", GICE_PARAM_U64, 1, 1024},
+	{"GICE_DEVICES_PER_RANK", "1",
+	 "devices each rank of a job opens, for programs that follow it (gice-demo); set by gicerun "
+	 "--devices-per-rank", GICE_PARAM_U64, 1, 16},
 	{"GICE_PLANE", "auto",
 	 "auto or nvlink: devices on one host (same machine and network namespace) map each other's device "
 	 "memory (NVLink plane: large puts are copied with memcpy, gice_peer_ptr gives load/store pointers); "
@@ -158,6 +161,14 @@ int gice_init(void)
 }
 
 uint32_t gice_rank(void) { return g.rank; }
+
+uint32_t gice_devices_per_rank(void)
+{
+	uint64_t v = 1;
+
+	gice_param_u64(gice_param_find(api_params, "GICE_DEVICES_PER_RANK"), &v);
+	return (uint32_t)v;
+}
 uint32_t gice_world_size(void) { return g.size ? g.size : 1; }
 uint32_t gice_device_id_of(uint32_t rank, uint32_t index) { return index * gice_world_size() + rank; }
 

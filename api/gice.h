@@ -61,6 +61,9 @@ int gice_finalize(void);
  * GICE_BOOTSTRAP_TIMEOUT_MS. */
 uint32_t gice_rank(void);
 uint32_t gice_world_size(void);
+/* GICE_DEVICES_PER_RANK (gicerun --devices-per-rank): how many devices each rank is meant to
+ * open; 1 unless set. */
+uint32_t gice_devices_per_rank(void);
 /* Global id of the index-th device opened by rank. */
 uint32_t gice_device_id_of(uint32_t rank, uint32_t index);
 /* Host-side helpers over the bootstrap (set-up only): a barrier of all ranks, and an allgather

@@ -4,3 +4,4 @@ TESTS += test_multiproc
 TESTS += test_gicerun
 TEST_SCRIPTS += test_netns
 TEST_SCRIPTS += test_mpirun
+TEST_SCRIPTS += test_demo

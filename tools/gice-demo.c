@@ -92,8 +92,9 @@ int main(void)
 {
 	TRY(gice_init());
 	uint32_t world = gice_world_size(), rank = gice_rank();
-	uint32_t nlocal = world == 1 ? 4 : 1, ndev = world == 1 ? 4 : world;
-	struct dev dv[4];
+	/* one rank: 4 devices; a job: gice_devices_per_rank() each (gicerun --devices-per-rank) */
+	uint32_t nlocal = world == 1 ? 4 : gice_devices_per_rank(), ndev = world == 1 ? 4 : world * nlocal;
+	struct dev dv[16];
 	struct dev_pub *pub = calloc(ndev, sizeof(*pub));
 
 	for (uint32_t i = 0; i < nlocal; i++) {
@@ -117,15 +118,19 @@ int main(void)
 		TRY(gice_counter_alloc(x->d, &x->credits_sent));
 		TRY(gice_counter_alloc(x->d, &x->sent[0]));
 		TRY(gice_counter_alloc(x->d, &x->sent[1]));
-		pub[world == 1 ? i : rank] = x->me;
+		pub[x->me.gid] = x->me; /* ring order = global device id */
 	}
-	if (world > 1)
-		TRY(gice_allgather(&dv[0].me, sizeof(dv[0].me), pub));
+	for (uint32_t i = 0; world > 1 && i < nlocal; i++) { /* every rank's i-th device */
+		struct dev_pub round[64];
+		TRY(gice_allgather(&dv[i].me, sizeof(dv[i].me), round));
+		for (uint32_t r = 0; r < world; r++)
+			pub[round[r].gid] = round[r];
+	}
 
 	/* set-up: connections and armed persistent descriptors; the run needs nothing more */
 	for (uint32_t i = 0; i < nlocal; i++) {
 		struct dev *x = &dv[i];
-		uint32_t pos = world == 1 ? i : rank;
+		uint32_t pos = x->me.gid;
 		struct dev_pub *right = &pub[(pos + 1) % ndev], *left = &pub[(pos + ndev - 1) % ndev];
 		gice_conn_t to_right, to_left;
 		gice_desc_t desc;
@@ -153,7 +158,7 @@ int main(void)
 	uint64_t t0 = now_ns();
 	for (uint32_t i = 0; i < nlocal; i++) {
 		struct dev *x = &dv[i];
-		uint32_t pos = world == 1 ? i : rank;
+		uint32_t pos = x->me.gid;
 		uint32_t left_gid = pub[(pos + ndev - 1) % ndev].gid;
 		for (uint64_t s = 1; s <= STEPS; s++) {
 			struct kargs a = {.buf = x->buf, .gid = x->me.gid, .left_gid = left_gid, .step = s,

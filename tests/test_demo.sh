@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Description: the demo as users run it — one process with 4 devices, `gicerun -n 4` (make run)
+# and 2 ranks with 2 devices each — checks every block it moves and says so on every rank.
+set -u
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+fail=0
+
+check() { # name expected-ranks command...
+	local name=$1 want=$2
+	shift 2
+	out=$(timeout 120 "$@" 2>&1)
+	rc=$?
+	echo "$out" | grep -E "gice demo|data check"
+	if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every block arrived intact')" != "$want" ]; then
+		echo "FAIL: $name (rc $rc)"
+		fail=1
+	fi
+}
+
+check "one process, 4 devices" 1 "$build/bin/gice-demo"
+check "gicerun -n 4" 4 "$build/bin/gicerun" -n 4 "$build/bin/gice-demo"
+check "gicerun -n 2 --devices-per-rank 2" 2 "$build/bin/gicerun" -n 2 --devices-per-rank 2 "$build/bin/gice-demo"
+[ $fail = 0 ] && echo "demo: all passed"
+exit $fail
