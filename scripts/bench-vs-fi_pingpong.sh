@@ -13,6 +13,9 @@ bench=$build/bin/gice-bench
 [ -x "$bench" ] || { echo "build first: make" >&2; exit 1; }
 command -v fi_pingpong >/dev/null || { echo "fi_pingpong missing (Debian libfabric-bin)" >&2; exit 1; }
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_UDP_IFACE=${FI_UDP_IFACE:-lo}
+# compare transport with transport: without the NVLink plane every byte crosses the provider,
+# as fi_pingpong's do (GICE_PLANE=auto shows what the plane adds on one host)
+export GICE_PLANE=${GICE_PLANE:-net}
 port=47601
 
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
