@@ -88,7 +88,7 @@ struct dev_blob {
 	uint8_t addr[FAB_ADDR_MAX];
 	char host[96];       /* host identity: same string = same host (NVLink plane) */
 	int32_t hbm_fd;      /* in process pid: the memfd of its device memory */
-	uint32_t pad;
+	int32_t tm_fd;       /* and of its trigger memory */
 	uint64_t hbm_size;
 };
 
@@ -96,6 +96,7 @@ struct dev_blob {
 struct peer_map {
 	uint8_t *base;
 	uint64_t size;
+	tm_region_t *tm; /* its trigger memory, attached here */
 };
 
 /* Same string on two ranks = same machine and network namespace (an emulated host). */
@@ -197,9 +198,11 @@ int gice_finalize(void)
 		g.devs = NULL;
 		boot_fini(g.boot);
 		g.boot = NULL;
-		for (uint32_t i = 0; i < g.n_remote; i++)
+		for (uint32_t i = 0; i < g.n_remote; i++) {
 			if (g.remote_map[i].base)
 				munmap(g.remote_map[i].base, g.remote_map[i].size);
+			tm_region_destroy(g.remote_map[i].tm);
+		}
 		free(g.remote);
 		free(g.remote_map);
 		g.remote = NULL;
@@ -272,6 +275,13 @@ static struct peer_map map_peer(const struct dev_blob *b)
 	}
 	m.base = p;
 	m.size = b->hbm_size;
+	/* its trigger memory too: a kernel here may write the peer's triggers and signals */
+	snprintf(path, sizeof(path), "/proc/%u/fd/%d", b->pid, b->tm_fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || tm_region_attach(fd, &m.tm))
+		gice_warn("api", "NVLink plane: cannot attach device %u's trigger memory (%s)", b->gid, path);
+	if (fd >= 0)
+		close(fd); /* attach keeps its own descriptor */
 	return m;
 }
 
@@ -288,7 +298,8 @@ static int add_peer(ct_engine_t *ct, const struct dev_blob *b, const struct peer
 static int wire_remote(gice_device_t *d)
 {
 	struct dev_blob mine = {.gid = d->gid, .addr_len = (uint32_t)d->addr_len, .has_mr = (uint32_t)d->has_mr,
-				.mr = d->mr, .pid = (uint32_t)getpid(), .hbm_fd = hbm_fd(d->hbm), .hbm_size = d->size};
+				.mr = d->mr, .pid = (uint32_t)getpid(), .hbm_fd = hbm_fd(d->hbm), .hbm_size = d->size,
+				.tm_fd = tm_region_fd(d->tm)};
 	struct dev_blob *all, *grown;
 	struct peer_map *grown_map;
 	int rc;
@@ -523,6 +534,31 @@ int gice_mem_offset(gice_device_t *d, const void *ptr, uint64_t *offset)
 	if (dev_off(d, ptr, &off))
 		return GICE_ERR_INVALID;
 	*offset = off;
+	return GICE_OK;
+}
+
+int gice_peer_trigger_add(gice_kctx_t *k, uint32_t peer_id, gice_trigger_t t, uint64_t value)
+{
+	tm_region_t *tm = NULL;
+
+	pthread_mutex_lock(&g.lock);
+	for (uint64_t i = 0; i < g.max_devices && !tm; i++)
+		if (g.devs[i] && g.devs[i]->gid == peer_id && g.nvlink)
+			tm = g.devs[i]->tm;
+	for (uint32_t i = 0; i < g.n_remote && !tm; i++)
+		if (g.remote[i].gid == peer_id)
+			tm = g.remote_map[i].tm;
+	pthread_mutex_unlock(&g.lock);
+	(void)k;
+	if (!tm) {
+		gice_error("api", "gice_peer_trigger_add: device %u is not on this device's NVLink plane", peer_id);
+		return GICE_ERR_UNSUPPORTED;
+	}
+	if (t < tm_region_layout(tm)->n_cts || t >= tm_region_layout(tm)->n_counters) {
+		gice_error("api", "gice_peer_trigger_add: %u is not a counter of device %u", t, peer_id);
+		return GICE_ERR_INVALID;
+	}
+	tm_counter_add(tm, t, value);
 	return GICE_OK;
 }
 

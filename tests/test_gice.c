@@ -301,6 +301,13 @@ START_TEST(peer_pointers_load_and_store_on_the_nvlink_plane)
 	ck_assert_ptr_null(gice_peer_ptr(dev[0], 999, 0, 8));                                 /* no such device */
 	static uint8_t host_mem[8];
 	ck_assert_int_eq(gice_mem_offset(dev[2], host_mem, &off), GICE_ERR_INVALID);
+	/* a peer's trigger word written directly */
+	gice_counter_t c = ctr(2);
+	gice_kctx_t k = {.dev = dev[0]};
+	ck_assert_int_eq(gice_peer_trigger_add(&k, gice_device_id(dev[2]), c, 5), GICE_OK);
+	ck_assert_uint_eq(gice_counter_read(dev[2], c), 5);
+	ck_assert_int_eq(gice_peer_trigger_add(&k, gice_device_id(dev[2]), 0, 1), GICE_ERR_INVALID); /* reserved */
+	ck_assert_int_eq(gice_peer_trigger_add(&k, 999, c, 1), GICE_ERR_UNSUPPORTED);
 }
 END_TEST
 

@@ -201,7 +201,8 @@ START_TEST(two_processes_over_the_network_plane_only)
 END_TEST
 
 /* NVLink plane across processes: rank 0 stores into rank 1's memory through gice_peer_ptr,
- * then a zero-byte strong put_signal tells rank 1; under GICE_PLANE=net there is no pointer. */
+ * then adds to rank 1's signal counter in rank 1's trigger memory; under GICE_PLANE=net there
+ * is neither. */
 static int peer_ptr_rank(int rank, int size)
 {
 	gice_device_t *d;
@@ -219,16 +220,19 @@ static int peer_ptr_rank(int rank, int size)
 	FAILIF(gice_allgather(&me, sizeof(me), all) || gice_allgather(&mine, sizeof(mine), off), "allgather");
 	uint8_t *peer = gice_peer_ptr(d, gice_device_id_of((uint32_t)(1 - rank), 0), off[1 - rank], MIB);
 	if (net) {
+		gice_kctx_t k = {.dev = d};
 		FAILIF(peer != NULL, "a peer pointer under GICE_PLANE=net");
+		FAILIF(gice_peer_trigger_add(&k, gice_device_id_of((uint32_t)(1 - rank), 0), all[1 - rank].sig, 1) !=
+			       GICE_ERR_UNSUPPORTED,
+		       "a peer trigger under GICE_PLANE=net");
 	} else if (rank == 0) {
 		FAILIF(!peer, "no peer pointer to rank 1");
 		for (size_t i = 0; i < MIB; i++)
 			peer[i] = (uint8_t)(i * 3 + 1);
-		gice_conn_t c;
-		FAILIF(gice_conn_open(d, gice_device_id_of(1, 0), NULL, &c), "conn");
-		gice_op_t sig = {.type = GICE_OP_PUT, .conn = c, .bytes = 0, .rkey = all[1].key, .value = 1,
-				 .signal = all[1].sig, .signal_flags = GICE_SIGNAL_STRONG, .completion = GICE_NO_COUNTER};
-		FAILIF(gice_post(d, &sig), "signal");
+		/* stores first, then the peer's trigger memory directly (release order on x86 and
+		 * through the counter's seq_cst update) */
+		gice_kctx_t k = {.dev = d};
+		FAILIF(gice_peer_trigger_add(&k, gice_device_id_of(1, 0), all[1].sig, 1), "peer trigger");
 	} else {
 		FAILIF(gice_counter_wait(d, me.sig, GICE_CMP_GE, 1, 20000, NULL), "signal");
 		for (size_t i = 0; i < MIB; i++)
