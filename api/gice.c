@@ -5,7 +5,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +15,13 @@
 
 #include "emu/common/common.h"
 #include "emu/common/config.h"
+#include "emu/common/faults.h"
 #include "emu/ct_engine/ct_engine.h"
 #include "emu/hbm/hbm.h"
 #include "emu/sm_threads/sm_threads.h"
 #include "emu/triggermem/triggermem.h"
 #include "fabric/bootstrap.h"
+#include "fabric/fab_fault.h"
 #include "fabric/fabric.h"
 
 static const gice_param_t api_params[] = {
@@ -41,6 +43,17 @@ static const gice_param_t api_params[] = {
 	 "its k-th device, as a GPU's SMs and CTs share one chip; 0 anywhere; 2 (auto) like 1 when the job has "
 	 "more than one rank (it keeps the scheduler from stacking busy ranks on one core), else like 0",
 	 GICE_PARAM_U64, 0, 2},
+	{"GICE_ON_TIMEOUT", "error",
+	 "what the watchdog does when an operation times out, a peer dies or a CT stalls: error (the "
+	 "operations fail, waiters get the status), fallback (a stalled CT's operations are issued by a host "
+	 "proxy thread instead), abort (print the diagnostic and abort the process)",
+	 GICE_PARAM_STR, 0, 0},
+	{"GICE_MODE", "device",
+	 "device: kernels hand operations to the CTs as they run (GPU-initiated); host: a kernel's operations "
+	 "are issued by a host proxy thread after the kernel completes, like a CPU-driven stack",
+	 GICE_PARAM_STR, 0, 0},
+	{"GICE_STATS", "0", "1: print each rank's packet, retransmission, fault and watchdog counters at gice_finalize",
+	 GICE_PARAM_U64, 0, 1},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
@@ -58,6 +71,7 @@ struct gice_device {
 	size_t addr_len;
 	fab_mr_info_t mr; /* device memory for peers' rendezvous reads */
 	int has_mr;
+	int host_mode;    /* GICE_MODE=host: kernels' operations wait for the kernel's end */
 };
 
 struct gice_stream {
@@ -79,6 +93,16 @@ static struct {
 	uint32_t n_remote;
 	int nvlink;      /* GICE_PLANE allows mapping same-host peers */
 	char host[96];
+	/* watchdog and faults */
+	gice_faults_t faults;
+	uint64_t t0_ns;
+	int on_timeout, host_mode, stats;
+	pthread_t watchdog;
+	int watchdog_on;
+	_Atomic int watchdog_stop;
+	gice_error_cb_t err_cb;
+	void *err_arg;
+	gice_stats_t closed_stats; /* summed over the devices closed so far (GICE_STATS) */
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* What a rank tells the others about a device it opened. */
@@ -110,6 +134,113 @@ static void host_identity(char *out, size_t len)
 	snprintf(out, len, "%s/netns:%llu", name, (unsigned long long)st.st_ino);
 }
 
+/* ---------------------------------------------------------------- watchdog */
+
+struct wd_events {
+	ct_event_t ev[16];
+	uint32_t n;
+};
+
+static void wd_collect(const ct_event_t *ev, void *arg)
+{
+	struct wd_events *w = arg;
+
+	if (w->n < GICE_ARRAY_SIZE(w->ev))
+		w->ev[w->n++] = *ev;
+}
+
+static void wd_report(const ct_event_t *e)
+{
+	gice_error_info_t info = {.status = e->status, .device = e->device_gid, .peer = e->peer_gid, .ct = e->ct,
+				  .n_ops = e->n_ops, .waited_ns = e->waited_ns, .psn_acked = e->psn_acked,
+				  .psn_next = e->psn_next, .retransmits = e->retransmits, .op = e->op_name,
+				  .bytes = e->bytes, .msg_id = e->msg_id, .trigger = e->trigger,
+				  .threshold = e->threshold, .counter = e->counter, .counter_value = e->counter_value,
+				  .fallback = e->fallback, .message = e->text};
+	gice_error_cb_t cb;
+	void *arg;
+
+	pthread_mutex_lock(&g.lock);
+	cb = g.err_cb;
+	arg = g.err_arg;
+	pthread_mutex_unlock(&g.lock);
+	if (cb)
+		cb(&info, arg);
+	if (g.on_timeout == CT_ON_TIMEOUT_ABORT) {
+		fprintf(stderr, "gice: rank %u: GICE_ON_TIMEOUT=abort: %s\n", g.rank, e->text);
+		signal(SIGABRT, SIG_DFL); /* libfabric's psm providers trap SIGABRT and exit(1) */
+		abort();
+	}
+}
+
+/* One thread per process: every period, each device's engine checks its CTs and peers (and
+ * sends heartbeats); the fault schedule kills this rank when told to. */
+static void *watchdog_main(void *arg)
+{
+	uint64_t period = GICE_MAX(GICE_MIN(g.timeout_ns / 10, 50000000ull), 1000000ull);
+	struct wd_events w;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "gice-watchdog");
+	while (!atomic_load(&g.watchdog_stop)) {
+		struct timespec ts = {(time_t)(period / 1000000000ull), (long)(period % 1000000000ull)};
+		nanosleep(&ts, NULL);
+		uint64_t now = gice_now_ns();
+		if (g.faults.kill_rank == (int32_t)g.rank && now >= g.t0_ns + g.faults.kill_at_ns) {
+			fprintf(stderr, "gice: rank %u: fault injection kill_rank=%u@%llums: killing this process\n",
+				g.rank, g.rank, (unsigned long long)(g.faults.kill_at_ns / 1000000));
+			raise(SIGKILL);
+		}
+		w.n = 0;
+		pthread_mutex_lock(&g.lock);
+		for (uint64_t i = 0; g.devs && i < g.max_devices; i++)
+			if (g.devs[i] && g.devs[i]->smt) /* fully open */
+				ct_engine_watch(g.devs[i]->ct, g.on_timeout, wd_collect, &w);
+		pthread_mutex_unlock(&g.lock);
+		for (uint32_t i = 0; i < w.n; i++)
+			wd_report(&w.ev[i]);
+	}
+	return NULL;
+}
+
+int gice_set_error_callback(gice_error_cb_t cb, void *arg)
+{
+	pthread_mutex_lock(&g.lock);
+	g.err_cb = cb;
+	g.err_arg = arg;
+	pthread_mutex_unlock(&g.lock);
+	return GICE_OK;
+}
+
+/* GICE_ON_TIMEOUT, GICE_MODE, GICE_STATS, GICE_FAULTS. */
+static int read_fault_params(void)
+{
+	const char *ot = gice_param_str(gice_param_find(api_params, "GICE_ON_TIMEOUT"));
+	const char *mode = gice_param_str(gice_param_find(api_params, "GICE_MODE"));
+	uint64_t stats;
+	int rc;
+
+	if (!strcmp(ot, "error"))
+		g.on_timeout = CT_ON_TIMEOUT_ERROR;
+	else if (!strcmp(ot, "fallback"))
+		g.on_timeout = CT_ON_TIMEOUT_FALLBACK;
+	else if (!strcmp(ot, "abort"))
+		g.on_timeout = CT_ON_TIMEOUT_ABORT;
+	else {
+		gice_error("api", "GICE_ON_TIMEOUT=\"%s\" is not error, fallback or abort", ot);
+		return GICE_ERR_CONFIG;
+	}
+	if (strcmp(mode, "device") && strcmp(mode, "host")) {
+		gice_error("api", "GICE_MODE=\"%s\" is not device or host", mode);
+		return GICE_ERR_CONFIG;
+	}
+	g.host_mode = !strcmp(mode, "host");
+	if ((rc = gice_param_u64(gice_param_find(api_params, "GICE_STATS"), &stats)))
+		return rc;
+	g.stats = (int)stats;
+	return gice_faults_parse(gice_param_str(gice_param_find(fab_params, "GICE_FAULTS")), &g.faults);
+}
+
 int gice_init(void)
 {
 	uint64_t v[4];
@@ -139,6 +270,12 @@ int gice_init(void)
 	}
 	g.nvlink = strcmp(plane, "net") != 0;
 	g.bind = (int)v[3];
+	if ((rc = read_fault_params())) {
+		g.refs = 0;
+		pthread_mutex_unlock(&g.lock);
+		return rc;
+	}
+	g.t0_ns = gice_now_ns();
 	g.devs = calloc(g.max_devices, sizeof(*g.devs));
 	if (!g.devs) {
 		g.refs = 0;
@@ -157,6 +294,16 @@ int gice_init(void)
 	g.size = boot_size(g.boot);
 	host_identity(g.host, sizeof(g.host));
 	g.opened = 0;
+	memset(&g.closed_stats, 0, sizeof(g.closed_stats));
+	atomic_store(&g.watchdog_stop, 0);
+	g.watchdog_on = pthread_create(&g.watchdog, NULL, watchdog_main, NULL) == 0;
+	if (!g.watchdog_on)
+		gice_warn("api", "no watchdog thread: timeouts, dead peers and stalls go unnoticed");
+	if (gice_faults_any_net(&g.faults) || g.faults.n_stall || g.faults.hang_rank >= 0 || g.faults.kill_rank >= 0) {
+		char spec[256];
+		gice_faults_format(&g.faults, spec, sizeof(spec));
+		gice_warn("fault", "rank %u: injecting faults: %s", g.rank, spec);
+	}
 	pthread_mutex_unlock(&g.lock);
 	return GICE_OK;
 }
@@ -183,6 +330,41 @@ int gice_allgather(const void *mine, size_t len, void *all)
 	return g.boot ? boot_allgather(g.boot, mine, len, all) : GICE_ERR_INVALID;
 }
 
+static void stats_add(gice_stats_t *sum, const gice_stats_t *st)
+{
+	uint64_t *a = (uint64_t *)sum;
+	const uint64_t *b = (const uint64_t *)st;
+
+	_Static_assert(sizeof(gice_stats_t) % sizeof(uint64_t) == 0, "all counters");
+	for (size_t i = 0; i < sizeof(*st) / sizeof(uint64_t); i++)
+		a[i] += b[i];
+}
+
+/* GICE_STATS=1: this rank's counters, summed over its devices (g.lock held). */
+static void print_stats(void)
+{
+	gice_stats_t t = g.closed_stats, st;
+
+	for (uint64_t i = 0; i < g.max_devices; i++)
+		if (g.devs[i] && g.devs[i]->smt && gice_device_stats(g.devs[i], &st) == GICE_OK)
+			stats_add(&t, &st);
+	fprintf(stderr,
+		"gice stats: rank %u: packets tx %llu rx %llu, bytes tx %llu rx %llu, ops done %llu failed %llu, "
+		"acks %llu, nacks %llu, rx dup %llu bad %llu csum_bad %llu unknown %llu; retransmits %llu "
+		"(rto %llu, fast %llu); faults dropped %llu dup %llu reordered %llu delayed %llu corrupted %llu; "
+		"timed out %llu, peers dead %llu, ct stalls %llu, fallback ops %llu\n",
+		g.rank, (unsigned long long)t.tx_pkts, (unsigned long long)t.rx_pkts, (unsigned long long)t.tx_bytes,
+		(unsigned long long)t.rx_bytes, (unsigned long long)t.ops_done, (unsigned long long)t.ops_failed,
+		(unsigned long long)t.acks_sent, (unsigned long long)t.nacks_sent, (unsigned long long)t.rx_dup,
+		(unsigned long long)t.rx_bad, (unsigned long long)t.rx_csum_bad, (unsigned long long)t.rx_unknown_peer,
+		(unsigned long long)t.retransmits, (unsigned long long)t.rto_expired,
+		(unsigned long long)t.fast_retransmits, (unsigned long long)t.fault_drops,
+		(unsigned long long)t.fault_dups, (unsigned long long)t.fault_reorders,
+		(unsigned long long)t.fault_delays, (unsigned long long)t.fault_corrupts,
+		(unsigned long long)t.ops_timed_out, (unsigned long long)t.peers_dead, (unsigned long long)t.ct_stalls,
+		(unsigned long long)t.fallback_ops);
+}
+
 int gice_finalize(void)
 {
 	pthread_mutex_lock(&g.lock);
@@ -191,6 +373,15 @@ int gice_finalize(void)
 		return GICE_ERR_INVALID;
 	}
 	if (--g.refs == 0) {
+		if (g.watchdog_on) {
+			atomic_store(&g.watchdog_stop, 1);
+			pthread_mutex_unlock(&g.lock); /* it takes the lock */
+			pthread_join(g.watchdog, NULL);
+			pthread_mutex_lock(&g.lock);
+			g.watchdog_on = 0;
+		}
+		if (g.stats)
+			print_stats();
 		for (uint64_t i = 0; i < g.max_devices; i++)
 			if (g.devs[i])
 				gice_warn("api", "gice_finalize: device %u is still open", g.devs[i]->gid);
@@ -372,6 +563,8 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 			goto err_free;
 		a.hbm_bytes = v;
 	}
+	if (g.host_mode)
+		d->n_cts = 1; /* one host proxy thread replaces the CTs */
 	lay.n_cts = d->n_cts;
 
 	pthread_mutex_lock(&g.lock);
@@ -399,13 +592,23 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 	if ((rc = gice_param_u64(gice_param_find(ct_params, "GICE_MTU"), &mtu)))
 		goto err_tm;
 	fab_attr_t fa = {.provider = a.provider, .max_packet = mtu};
-	if ((rc = fab_open(&fa, &d->ep)))
+	fab_ep_t *raw;
+	if ((rc = fab_open(&fa, &raw)))
 		goto err_tm;
+	/* every endpoint goes through the fault injector (a pass-through without GICE_FAULTS) */
+	if ((rc = fab_fault_wrap(raw, &g.faults, d->gid, &d->ep))) {
+		fab_close(raw);
+		goto err_tm;
+	}
 	d->addr_len = sizeof(d->addr);
 	if ((rc = fab_getname(d->ep, d->addr, &d->addr_len)))
 		goto err_ep;
 	ct_engine_attr_t ca = {.gid = d->gid, .index = d->index, .n_cts = d->n_cts, .hbm = d->hbm, .tm = d->tm,
-			       .ep = d->ep};
+			       .ep = d->ep, .timeout_ns = g.timeout_ns, .faults = &g.faults, .t0_ns = g.t0_ns,
+			       .host_proxy = g.host_mode};
+	if (g.faults.hang_rank == (int32_t)g.rank)
+		ca.hang_at_ns = g.t0_ns + GICE_MAX(g.faults.hang_at_ns, 1ull);
+	d->host_mode = g.host_mode;
 	/* threads inherit their creator's CPU mask: create the device's threads on its CPU */
 	cpu_set_t saved;
 	int bound = (g.bind == 1 || (g.bind == 2 && g.size > 1)) && bind_to_device_cpu(d->index, &saved);
@@ -464,16 +667,28 @@ err_free:
 
 int gice_device_close(gice_device_t *d)
 {
+	gice_stats_t st;
+
 	if (!d)
 		return GICE_ERR_INVALID;
 	smt_destroy(d->smt);
+	pthread_mutex_lock(&g.lock); /* out of the watchdog's sight first */
+	g.devs[d->index] = NULL;
+	/* the other devices of this process stop sending to it before its endpoint closes */
+	for (uint64_t i = 0; i < g.max_devices; i++)
+		if (g.devs[i] && g.devs[i]->smt)
+			ct_peer_closed(g.devs[i]->ct, d->gid);
+	pthread_mutex_unlock(&g.lock);
+	if (gice_device_stats(d, &st) == GICE_OK) {
+		pthread_mutex_lock(&g.lock);
+		stats_add(&g.closed_stats, &st);
+		pthread_mutex_unlock(&g.lock);
+	}
 	ct_engine_destroy(d->ct);
+	d->smt = NULL;
 	fab_close(d->ep);
 	tm_region_destroy(d->tm);
 	hbm_destroy(d->hbm);
-	pthread_mutex_lock(&g.lock);
-	g.devs[d->index] = NULL;
-	pthread_mutex_unlock(&g.lock);
 	free(d);
 	return GICE_OK;
 }
@@ -754,11 +969,12 @@ static int push_req(gice_device_t *d, ct_req_t *r, const char *who)
 	unsigned spins = 0;
 	int rc;
 
-	r->t_issue = gice_now_ns();
+	if (!r->t_issue) /* host mode: the kernel's call stamped it */
+		r->t_issue = gice_now_ns();
 	while ((rc = tm_queue_push(d->tm, ct, r, sizeof(*r), &ticket)) == GICE_ERR_AGAIN) {
 		/* queue full: the CT is behind; wait for room, not forever */
 		if (!deadline)
-			deadline = r->t_issue + g.timeout_ns;
+			deadline = gice_now_ns() + g.timeout_ns;
 		if (gice_now_ns() > deadline) {
 			gice_error("api", "%s on device %u: CT %u request queue full for %llu ms", who, d->gid, ct,
 				   (unsigned long long)(g.timeout_ns / 1000000));
@@ -806,10 +1022,15 @@ static int quiet(gice_device_t *d, uint64_t timeout_ns, const char *who)
 		uint64_t seen;
 		/* counter c counts the retired tickets of CT c's queue */
 		rc = tm_counter_wait(d->tm, c, TM_CMP_GE, upto[c], timeout_ns, g.spin_ns, &seen);
-		if (rc) {
+		if (rc == GICE_ERR_TIMED_OUT) {
 			gice_error("api", "%s on device %u: CT %u has completed %llu of %llu operations after %llu ms",
 				   who, d->gid, c, (unsigned long long)seen, (unsigned long long)upto[c],
 				   (unsigned long long)(timeout_ns / 1000000));
+			return rc;
+		}
+		if (rc) {
+			gice_error("api", "%s on device %u: CT %u failed operations: %s (the watchdog said why)", who,
+				   d->gid, c, gice_status_name(rc));
 			return rc;
 		}
 	}
@@ -832,12 +1053,23 @@ void gice_trigger_add(gice_kctx_t *k, gice_trigger_t t, uint64_t v)
 		tm_counter_add(k->dev->tm, t, v);
 }
 
+static int launch_defer_k(gice_kctx_t *k, ct_req_t *r);
+static int launch_flush_k(gice_kctx_t *k);
+
+/* A kernel's request: to its CT now (device mode), or to the host proxy at the kernel's end. */
+static int kernel_req(gice_kctx_t *k, ct_req_t *r, const char *who)
+{
+	if (k->dev->host_mode && k->launch)
+		return launch_defer_k(k, r);
+	return push_req(k->dev, r, who);
+}
+
 int gice_issue(gice_kctx_t *k, const gice_op_t *op)
 {
 	ct_req_t r;
 	int rc = op_to_req(k->dev, op, &r);
 
-	return rc ? rc : push_req(k->dev, &r, "device op");
+	return rc ? rc : kernel_req(k, &r, "device op");
 }
 
 int gice_put(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src, size_t bytes,
@@ -884,6 +1116,10 @@ int gice_atomic_cswap(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t 
 int gice_wait_until(gice_kctx_t *k, gice_counter_t c, gice_cmp_t cmp, uint64_t value, uint64_t timeout_us,
 		    uint64_t *found)
 {
+	int rc = launch_flush_k(k);
+
+	if (rc)
+		return rc;
 	return wait_counter(k->dev, c, cmp, value, timeout_us ? timeout_us * 1000ull : g.timeout_ns, found,
 			    "gice_wait_until");
 }
@@ -892,16 +1128,25 @@ int gice_fence(gice_kctx_t *k, gice_conn_t conn)
 {
 	ct_req_t r = {.op = CT_OP_FENCE, .conn = (uint16_t)conn, .counter = TM_NONE};
 
-	return push_req(k->dev, &r, "gice_fence");
+	return kernel_req(k, &r, "gice_fence");
 }
 
-int gice_quiet(gice_kctx_t *k) { return quiet(k->dev, g.timeout_ns, "gice_quiet"); }
+int gice_quiet(gice_kctx_t *k)
+{
+	int rc = launch_flush_k(k);
+
+	return rc ? rc : quiet(k->dev, g.timeout_ns, "gice_quiet");
+}
 
 /* ---------------------------------------------------------------- streams */
 
 typedef struct {
 	gice_kernel_t fn;
 	gice_device_t *dev;
+	/* GICE_MODE=host: the operations its blocks issued, handed to the host proxy at its end */
+	pthread_mutex_t mu;
+	ct_req_t *ops;
+	uint32_t n_ops, cap_ops;
 	size_t size;
 	uint8_t args[];
 } launch_t;
@@ -909,9 +1154,63 @@ typedef struct {
 static void run_block(void *arg, uint32_t block, uint32_t nblocks, uint32_t sm)
 {
 	launch_t *l = arg;
-	gice_kctx_t k = {.block = block, .nblocks = nblocks, .sm = sm, .dev = l->dev};
+	gice_kctx_t k = {.block = block, .nblocks = nblocks, .sm = sm, .dev = l->dev, .launch = l};
 
 	l->fn(&k, l->size ? l->args : NULL);
+}
+
+/* Host mode: hand the kernel's operations so far to the host proxy (CT 0's queue, in issue
+ * order). Called at the kernel's end, and before a wait inside it (a wait ends the batch, as a
+ * CPU-driven stack splits kernels at communication). */
+static int launch_flush(launch_t *l)
+{
+	int rc = GICE_OK;
+
+	pthread_mutex_lock(&l->mu);
+	for (uint32_t i = 0; i < l->n_ops && !rc; i++)
+		rc = push_req(l->dev, &l->ops[i], "host proxy");
+	l->n_ops = 0;
+	pthread_mutex_unlock(&l->mu);
+	return rc;
+}
+
+static void launch_done(void *arg)
+{
+	launch_t *l = arg;
+
+	if (l->dev->host_mode) {
+		launch_flush(l);
+		free(l->ops);
+	}
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
+
+/* Host mode: record a kernel's operation for the host proxy. t_issue stays the kernel's call. */
+static int launch_defer(launch_t *l, ct_req_t *r)
+{
+	pthread_mutex_lock(&l->mu);
+	if (l->n_ops == l->cap_ops) {
+		uint32_t cap = l->cap_ops ? 2 * l->cap_ops : 64;
+		ct_req_t *ops = realloc(l->ops, cap * sizeof(*ops));
+		if (!ops) {
+			pthread_mutex_unlock(&l->mu);
+			return GICE_ERR_NO_MEMORY;
+		}
+		l->ops = ops;
+		l->cap_ops = cap;
+	}
+	r->t_issue = gice_now_ns();
+	l->ops[l->n_ops++] = *r;
+	pthread_mutex_unlock(&l->mu);
+	return GICE_OK;
+}
+
+static int launch_defer_k(gice_kctx_t *k, ct_req_t *r) { return launch_defer(k->launch, r); }
+
+static int launch_flush_k(gice_kctx_t *k)
+{
+	return k->dev->host_mode && k->launch ? launch_flush(k->launch) : GICE_OK;
 }
 
 int gice_stream_create(gice_device_t *d, gice_stream_t **out)
@@ -951,11 +1250,16 @@ int gice_launch(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const 
 		return GICE_ERR_NO_MEMORY;
 	l->fn = kernel;
 	l->dev = s->dev;
+	l->ops = NULL;
+	l->n_ops = l->cap_ops = 0;
+	pthread_mutex_init(&l->mu, NULL);
 	l->size = args_size;
 	if (args_size)
 		memcpy(l->args, args, args_size);
-	if ((rc = smt_launch(s->s, run_block, l, nblocks, free)))
+	if ((rc = smt_launch(s->s, run_block, l, nblocks, launch_done))) {
+		pthread_mutex_destroy(&l->mu);
 		free(l);
+	}
 	return rc;
 }
 
@@ -995,6 +1299,37 @@ int gice_device_stats(gice_device_t *d, gice_stats_t *st)
 	st->rx_unknown_peer = c.rx_dropped_unknown_peer;
 	st->fired = c.fired;
 	st->tx_again = c.tx_again;
+	st->retransmits = c.retransmits;
+	st->rto_expired = c.rto_expired;
+	st->fast_retransmits = c.fast_retransmits;
+	st->rx_csum_bad = c.rx_csum_bad;
+	st->ops_timed_out = c.ops_timed_out;
+	st->peers_dead = c.peers_dead;
+	st->ct_stalls = c.ct_stalls;
+	st->fallback_ops = c.fallback_ops;
+	fab_fault_stats_t f = {0};
+	fab_fault_stats(d->ep, &f);
+	st->fault_drops = f.dropped;
+	st->fault_dups = f.duplicated;
+	st->fault_reorders = f.reordered;
+	st->fault_delays = f.delayed;
+	st->fault_corrupts = f.corrupted;
+	return GICE_OK;
+}
+
+int gice_faults_set(gice_device_t *d, const char *spec)
+{
+	gice_faults_t f;
+	int rc;
+
+	if (!d)
+		return GICE_ERR_INVALID;
+	if ((rc = gice_faults_parse(spec, &f)))
+		return rc;
+	if ((rc = fab_fault_set(d->ep, &f)))
+		return rc;
+	if (gice_faults_any_net(&f))
+		ct_engine_set_reliable(d->ct, 1, f.corrupt > 0 ? 1 : -1);
 	return GICE_OK;
 }
 

@@ -222,6 +222,14 @@ typedef struct {
 	uint64_t tx_pkts, rx_pkts, tx_bytes, rx_bytes;
 	uint64_t ops_done, ops_failed, nacks_sent, acks_sent;
 	uint64_t rx_bad, rx_dup, rx_unknown_peer, fired, tx_again;
+	/* reliability: packets sent again (after a timeout or a selective ack), retransmission
+	 * timeouts, packets dropped for a bad CRC32C */
+	uint64_t retransmits, rto_expired, fast_retransmits, rx_csum_bad;
+	/* faults injected on this device's sends (GICE_FAULTS / gice_faults_set) */
+	uint64_t fault_drops, fault_dups, fault_reorders, fault_delays, fault_corrupts;
+	/* watchdog: operations failed for a timeout, peers declared dead, CT stalls seen, requests
+	 * the host proxy issued for a stalled CT (GICE_ON_TIMEOUT=fallback) */
+	uint64_t ops_timed_out, peers_dead, ct_stalls, fallback_ops;
 } gice_stats_t;
 int gice_device_stats(gice_device_t *dev, gice_stats_t *st);
 
@@ -237,6 +245,43 @@ typedef struct {
 } gice_trace_t;
 /* Up to max most recent, oldest first; returns the count. */
 uint32_t gice_device_trace(gice_device_t *dev, gice_trace_t *out, uint32_t max);
+
+/* ---------------------------------------------------------------- faults and the watchdog
+ * A watchdog thread per process checks every device every few milliseconds: a peer silent for
+ * GICE_TIMEOUT_MS is dead (GICE_ERR_PEER_DEAD); a peer that acknowledges nothing for that long
+ * fails the operations to it (GICE_ERR_TIMED_OUT); a CT with work and no progress for half of
+ * it is stalled (GICE_ERR_CT_STALLED). The operations involved complete with that status (their
+ * waiters return it), the diagnostic below is logged and passed to the error callback, then
+ * GICE_ON_TIMEOUT decides: error, fallback (a stalled CT's operations are issued by a host
+ * proxy thread) or abort. */
+typedef struct {
+	int status;            /* GICE_ERR_PEER_DEAD, GICE_ERR_TIMED_OUT or GICE_ERR_CT_STALLED */
+	uint32_t device;       /* device id where it was seen */
+	uint32_t peer;         /* the peer device, UINT32_MAX for a CT stall */
+	uint32_t ct;           /* the stalled CT, UINT32_MAX otherwise */
+	uint32_t n_ops;        /* operations failed, or handed to the host proxy (fallback) */
+	uint64_t waited_ns;    /* how long nothing happened */
+	uint32_t psn_acked, psn_next; /* packets to the peer: acknowledged, sent */
+	uint64_t retransmits;  /* packets to the peer sent again */
+	const char *op;        /* the oldest operation involved ("put", "get", ...), NULL if none */
+	uint64_t bytes;
+	uint32_t msg_id;
+	uint32_t trigger;      /* the trigger that fired it, UINT32_MAX if issued directly */
+	uint64_t threshold;
+	uint32_t counter;      /* its completion counter, UINT32_MAX if none */
+	uint64_t counter_value; /* that counter's value now (it expected one more) */
+	int fallback;          /* the host proxy took over */
+	const char *message;   /* the whole diagnostic, one line */
+} gice_error_info_t;
+typedef void (*gice_error_cb_t)(const gice_error_info_t *info, void *arg);
+/* Called on the watchdog thread for every event (NULL: none). The info is valid during the
+ * call only. The callback may call gice functions except gice_finalize. */
+int gice_set_error_callback(gice_error_cb_t cb, void *arg);
+/* Replace the network faults injected on dev's sends (GICE_FAULTS syntax; the stall, hang and
+ * kill keys are only read from GICE_FAULTS at gice_init). NULL or "" stops injecting. It turns
+ * gice's own retransmission on for dev (and CRC32C when it corrupts); receivers check CRC32C
+ * only with GICE_CHECKSUM=1 or a corrupting GICE_FAULTS. GICE_ERR_CONFIG on a bad spec. */
+int gice_faults_set(gice_device_t *dev, const char *spec);
 
 /* Every configuration parameter, for gice-info -c. cb is called once per parameter. */
 typedef void (*gice_param_cb)(const char *name, const char *value, const char *defval, int is_set,

@@ -20,6 +20,7 @@ struct gice_kctx {
 	uint32_t nblocks;     /* grid size */
 	uint32_t sm;          /* SM (worker thread) running it */
 	gice_device_t *dev;
+	void *launch;         /* internal */
 };
 
 static inline uint32_t gice_block_idx(const gice_kctx_t *k) { return k->block; }

@@ -2,6 +2,11 @@
  * (FI_AV_TABLE), one completion queue for sends and receives, and pre-allocated (registered when
  * the provider wants FI_MR_LOCAL) send and receive buffers.
  *
+ * Provider "udp" (exactly; "udp;ofi_rxd" is RDM as usual) opens a datagram endpoint
+ * (FI_EP_DGRAM, FI_MSG) of the core udp provider instead: unreliable, unordered, no RMA, and
+ * max_packet clamped to the provider's max_msg_size (1472 with libfabric 1.17). Everything
+ * else is the same code: a datagram is one packet, posted receives are matched in order.
+ *
  * Per packet: send copies header and payload into a free tx buffer (or a staging buffer for
  * fi_inject when the packet fits the provider's inject size) and posts it; poll reads the CQ,
  * frees tx buffers on their completions and hands rx buffers to the caller until fab_release
@@ -16,8 +21,9 @@
  * a 1 s timeout must wake when the other endpoint sends 200 ms later):
  *   - tcp (tcp;ofi_rxm): works; poll() returns ~0.3 ms after the send.
  *   - shm: fi_cq_open refuses FI_WAIT_FD (FI_ENOSYS): CQ with FI_WAIT_NONE, wait_fd -1.
- *   - udp (udp;ofi_rxd): the CQ opens with FI_WAIT_FD but FI_GETWAIT is FI_ENOSYS: the CQ is
+ *   - udp;ofi_rxd: the CQ opens with FI_WAIT_FD but FI_GETWAIT is FI_ENOSYS: the CQ is
  *     reopened with FI_WAIT_NONE, wait_fd -1.
+ *   - udp (raw datagrams): works (tests/test_faults.c udp_dgram: poll() wakes on a datagram).
  * With wait_fd -1 callers poll (spin briefly, then back off with short sleeps).
  */
 #include <errno.h>
@@ -461,7 +467,7 @@ static void ofi_bind_iface(void)
 	}
 }
 
-static int ofi_getinfo(const char *provider, int want_sas, int want_rma, struct fi_info **out)
+static int ofi_getinfo(const char *provider, int dgram, int want_sas, int want_rma, struct fi_info **out)
 {
 	struct fi_info *hints = fi_allocinfo();
 	int rc;
@@ -470,7 +476,7 @@ static int ofi_getinfo(const char *provider, int want_sas, int want_rma, struct 
 		return GICE_ERR_NO_MEMORY;
 	hints->caps = FI_MSG | (want_rma ? FI_RMA | FI_READ | FI_REMOTE_READ : 0);
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->ep_attr->type = FI_EP_RDM;
+	hints->ep_attr->type = dgram ? FI_EP_DGRAM : FI_EP_RDM;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->domain_attr->av_type = FI_AV_TABLE;
@@ -604,6 +610,7 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = 64};
 	uint64_t tx_depth = attr->tx_depth, rx_depth = attr->rx_depth;
 	struct fi_info *info = NULL;
+	int dgram = !strcmp(attr->provider ? attr->provider : "", "udp");
 	int sas = 1, rc, ret;
 	ofi_ep_t *e;
 
@@ -622,21 +629,28 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	}
 
 	ofi_bind_iface();
-	/* best first: ordered with remote reads, then without reads, then unordered */
-	int rma = 1;
-	rc = ofi_getinfo(attr->provider, 1, 1, &info);
-	if (rc == GICE_ERR_NOT_FOUND) {
-		rma = 0;
-		rc = ofi_getinfo(attr->provider, 1, 0, &info);
-	}
-	if (rc == GICE_ERR_NOT_FOUND) {
-		/* the provider exists but does not promise send-after-send order: take it anyway
-		 * and say so in ep->ordered (the engine then tolerates reordering) */
+	int rma = !dgram;
+	if (dgram) {
+		/* raw datagrams: no order, no reads, no reliability to ask for */
 		sas = 0;
-		rc = ofi_getinfo(attr->provider, 0, 0, &info);
+		rc = ofi_getinfo(attr->provider, 1, 0, 0, &info);
+	} else {
+		/* best first: ordered with remote reads, then without reads, then unordered */
+		rc = ofi_getinfo(attr->provider, 0, 1, 1, &info);
+		if (rc == GICE_ERR_NOT_FOUND) {
+			rma = 0;
+			rc = ofi_getinfo(attr->provider, 0, 1, 0, &info);
+		}
+		if (rc == GICE_ERR_NOT_FOUND) {
+			/* the provider exists but does not promise send-after-send order: take it
+			 * anyway and say so in ep->ordered (the engine then tolerates reordering) */
+			sas = 0;
+			rc = ofi_getinfo(attr->provider, 0, 0, 0, &info);
+		}
 	}
 	if (rc == GICE_ERR_NOT_FOUND)
-		gice_info("fab", "fi_getinfo finds no provider \"%s\" with RDM messaging", attr->provider);
+		gice_info("fab", "fi_getinfo finds no provider \"%s\" with %s messaging", attr->provider,
+			  dgram ? "datagram" : "RDM");
 	if (rc)
 		return rc;
 
@@ -655,6 +669,13 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	snprintf(e->base.provider, sizeof(e->base.provider), "%s", info->fabric_attr->prov_name);
 	e->base.ordered = sas && (info->tx_attr->msg_order & FI_ORDER_SAS) &&
 			  (info->rx_attr->msg_order & FI_ORDER_SAS);
+	e->base.reliable = !dgram;
+	if (dgram && e->max_packet > info->ep_attr->max_msg_size) {
+		gice_info("fab", "%s: max_packet %zu lowered to the provider's max_msg_size %zu (datagrams)",
+			  e->base.provider, e->max_packet, info->ep_attr->max_msg_size);
+		e->max_packet = info->ep_attr->max_msg_size;
+	}
+	e->base.max_packet = e->max_packet;
 	if (info->tx_attr->size && tx_depth > info->tx_attr->size) {
 		gice_info("fab", "%s: tx_depth %llu lowered to the provider's %zu", e->base.provider,
 			  (unsigned long long)tx_depth, info->tx_attr->size);
@@ -668,9 +689,9 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	e->tx_depth = (uint32_t)tx_depth;
 	e->rx_depth = (uint32_t)rx_depth;
 	e->inject_size = GICE_MIN(info->tx_attr->inject_size, e->max_packet);
-	if (attr->max_packet > info->ep_attr->max_msg_size) {
+	if (e->max_packet > info->ep_attr->max_msg_size) {
 		gice_error("fab", "%s: max_packet %zu above the provider's max_msg_size %zu", e->base.provider,
-			   attr->max_packet, info->ep_attr->max_msg_size);
+			   e->max_packet, info->ep_attr->max_msg_size);
 		rc = GICE_ERR_INVALID;
 		goto err_free_info;
 	}
@@ -722,9 +743,10 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 			goto err_close_ep;
 		}
 	}
-	gice_info("fab", "opened %s endpoint: max_packet %zu, tx %u, rx %u, inject %zu, %s, wait fd %d, mr %s",
-		  e->base.provider, e->max_packet, e->tx_depth, e->rx_depth, e->inject_size,
-		  e->base.ordered ? "ordered (FI_ORDER_SAS)" : "unordered", e->wait_fd, e->mr ? "local" : "none");
+	gice_info("fab", "opened %s %s endpoint: max_packet %zu, tx %u, rx %u, inject %zu, %s, wait fd %d, mr %s",
+		  e->base.provider, dgram ? "datagram" : "RDM", e->max_packet, e->tx_depth, e->rx_depth,
+		  e->inject_size, e->base.ordered ? "ordered (FI_ORDER_SAS)" : "unordered", e->wait_fd,
+		  e->mr ? "local" : "none");
 	*out = &e->base;
 	return GICE_OK;
 

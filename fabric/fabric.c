@@ -1,4 +1,5 @@
-/* fabric.c: backend and provider choice for fab_open, and the GICE_FI_* / GICE_FAB_* parameters. */
+/* fabric.c: backend and provider choice for fab_open, and the GICE_FI_* / GICE_FAB_* / GICE_FAULTS
+ * parameters. */
 #include "fabric/fabric.h"
 
 #include <string.h>
@@ -18,6 +19,12 @@ const gice_param_t fab_params[] = {
 	 GICE_PARAM_STR, 0, 0},
 	{"GICE_FAB_TX_DEPTH", "256", "send buffers per endpoint (packets in flight)", GICE_PARAM_U64, 1, 65536},
 	{"GICE_FAB_RX_DEPTH", "256", "receive buffers posted per endpoint", GICE_PARAM_U64, 1, 65536},
+	{"GICE_FAULTS", "",
+	 "faults to inject, comma-separated key=value; empty: none. Per packet sent: drop=P dup=P "
+	 "reorder=P corrupt=P (P in [0,1]), delay_us=N (hold each packet up to N us); seed=N (default "
+	 "1); stall_ct=C@T+D (CT C stalls at T for D, repeatable), hang_rank=R@T, kill_rank=R@T. "
+	 "T, D: 2s, 500ms, 200us, 100ns or bare ms; D may be inf",
+	 GICE_PARAM_STR, 0, 0},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
@@ -40,8 +47,8 @@ int fab_open(const fab_attr_t *attr, fab_ep_t **out)
 		a.provider = (attr->provider && *attr->provider) ? attr->provider : env;
 		rc = be->open(&a, out);
 		if (rc == GICE_ERR_NOT_FOUND)
-			gice_error("fab", "no libfabric provider \"%s\" with RDM messaging here (fi_info -l lists "
-				   "them)", a.provider);
+			gice_error("fab", "no libfabric provider \"%s\" with %s messaging here (fi_info -l lists "
+				   "them)", a.provider, strcmp(a.provider, "udp") ? "RDM" : "datagram");
 		return rc;
 	}
 	for (size_t i = 0; i < GICE_ARRAY_SIZE(auto_providers); i++) {

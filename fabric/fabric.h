@@ -2,8 +2,14 @@
  * and a payload, at most max_packet bytes in all) to and from other endpoints named by address.
  * Backends fill a fab_ops_t; the engine never sees which one it has.
  *
- * Backends: "ofi" (libfabric RDM endpoints; provider from GICE_FI_PROVIDER, default: the first of
- * shm, tcp that opens). More later (NVLink plane).
+ * Backends: "ofi" (libfabric endpoints; provider from GICE_FI_PROVIDER, default: the first of
+ * shm, tcp that opens). Every provider but one opens a reliable RDM endpoint (exactly once,
+ * e.g. "shm", "tcp" = "tcp;ofi_rxm", "udp;ofi_rxd"); GICE_FI_PROVIDER=udp (exactly "udp") opens
+ * a raw datagram endpoint of the udp provider instead (FI_EP_DGRAM: packets may be lost,
+ * duplicated or reordered; at most max_msg_size bytes, 1472 with libfabric 1.17), for the
+ * engine's own reliability to work against a truly lossy link. More later (NVLink plane).
+ *
+ * Decorators: fab_fault.h wraps any endpoint to inject network faults (GICE_FAULTS) on send.
  *
  * Thread safety: an endpoint is used by one thread at a time (the caller serializes: the CT
  * engine holds its link lock). Per packet: no malloc, no lock; send copies into a pre-registered
@@ -25,7 +31,8 @@ typedef struct fab_ep fab_ep_t;
 
 typedef struct {
 	const char *provider; /* NULL: GICE_FI_PROVIDER, else first of "shm", "tcp" that opens */
-	size_t max_packet;    /* largest header+payload this endpoint must carry */
+	size_t max_packet;    /* largest header+payload this endpoint must carry (a datagram
+			       * endpoint may grant less: see fab_ep.max_packet) */
 	uint32_t tx_depth;    /* send buffers (0: GICE_FAB_TX_DEPTH) */
 	uint32_t rx_depth;    /* posted receive buffers (0: GICE_FAB_RX_DEPTH) */
 } fab_attr_t;
@@ -65,8 +72,8 @@ typedef struct {
 	void (*release)(fab_ep_t *ep, void *buf);
 	/* fd that becomes readable when poll may have work, or -1 when the backend has none;
 	 * before sleeping on it call trywait: 0 means safe to sleep, GICE_ERR_AGAIN means poll first
-	 * (GICE_ERR_UNSUPPORTED without a wait fd). ofi with libfabric 1.17: tcp has one; shm and
-	 * udp have none (see fab_ofi.c) */
+	 * (GICE_ERR_UNSUPPORTED without a wait fd). ofi with libfabric 1.17: tcp and raw udp
+	 * datagrams have one; shm and udp;ofi_rxd have none (see fab_ofi.c) */
 	int (*wait_fd)(fab_ep_t *ep);
 	int (*trywait)(fab_ep_t *ep);
 	/* Remote reads (ep->rma set when the provider offers them). mr_reg registers the one region
@@ -88,12 +95,21 @@ struct fab_ep {
 	int rma;           /* remote reads available (mr_reg/read) */
 	int ordered;       /* 1: poll returns the packets of one sender in send order (the provider
 			    * granted FI_ORDER_SAS); 0: they may come reordered */
+	int reliable;      /* 1: the provider delivers every packet exactly once (RDM); 0: it may
+			    * drop or duplicate them (datagrams) */
+	size_t max_packet; /* largest header+payload this endpoint carries, as granted: the
+			    * requested fab_attr_t.max_packet, or less on a datagram endpoint */
+	_Atomic uint32_t held; /* packets a decorator (fab_fault) holds to send later; they go out
+				* from later send and poll calls, so keep polling while non-zero */
 };
 
 /* Open an endpoint: backend "ofi"; provider attr->provider, else GICE_FI_PROVIDER, else the first
  * of shm, tcp that opens. Socket providers are bound to GICE_FAB_IFACE (see fab_params).
- * GICE_ERR_NOT_FOUND: libfabric has no such provider with RDM messaging here;
- * GICE_ERR_INVALID: bad attributes (max_packet 0 or above the provider's limit);
+ * "udp" opens a datagram endpoint (reliable 0, ordered 0, no RMA) whose max_packet is clamped
+ * to the provider's max_msg_size; any other provider an RDM endpoint (reliable 1).
+ * GICE_ERR_NOT_FOUND: libfabric has no such provider with RDM messaging (or, for "udp", datagram
+ * messaging) here;
+ * GICE_ERR_INVALID: bad attributes (max_packet 0, or above an RDM provider's limit);
  * GICE_ERR_CONFIG: a bad GICE_FAB_* value; GICE_ERR_FABRIC / NO_MEMORY: set-up failed. */
 int fab_open(const fab_attr_t *attr, fab_ep_t **out);
 
@@ -122,7 +138,8 @@ static inline int fab_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, siz
 	return ep->ops->read(ep, src, local_off, len, remote, remote_off, ctx);
 }
 
-/* GICE_FI_PROVIDER, GICE_FAB_IFACE, GICE_FAB_TX_DEPTH, GICE_FAB_RX_DEPTH. */
+/* GICE_FI_PROVIDER, GICE_FAB_IFACE, GICE_FAB_TX_DEPTH, GICE_FAB_RX_DEPTH, GICE_FAULTS (parsed by
+ * gice_faults_parse, emu/common/faults.h, and applied by whoever wraps endpoints with fab_fault). */
 extern const gice_param_t fab_params[];
 
 #endif

@@ -5,3 +5,5 @@ TESTS += test_gicerun
 TEST_SCRIPTS += test_netns
 TEST_SCRIPTS += test_mpirun
 TEST_SCRIPTS += test_demo
+TESTS += test_faults
+TESTS += test_reliability

@@ -18,7 +18,7 @@
 #define HLEN 16
 #define DEADLINE_NS (10ull * 1000000000ull)
 
-static const char *const providers[] = {"shm", "tcp", "udp"};
+static const char *const providers[] = {"shm", "tcp", "udp;ofi_rxd"};
 #define NPROV_DATA 3 /* data tests on shm, tcp and udp */
 
 typedef struct {
@@ -448,7 +448,7 @@ START_TEST(test_params_documented)
 		ck_assert_msg(p->help && *p->help, "%s has no help text", p->name);
 		ck_assert_msg(!strncmp(p->name, "GICE_", 5), "%s", p->name);
 	}
-	ck_assert_int_eq(n, 4);
+	ck_assert_int_eq(n, 5);
 	ck_assert_ptr_nonnull(gice_param_find(fab_params, "GICE_FAB_IFACE"));
 }
 END_TEST

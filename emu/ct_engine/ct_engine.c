@@ -29,8 +29,35 @@ const gice_param_t ct_params[] = {
 	 GICE_PARAM_SIZE, 0, UINT32_MAX},
 	{"GICE_QOS_WEIGHTS", "8,4,2,1", "packets per turn of QoS classes 0..3 in the MPG weighted round robin",
 	 GICE_PARAM_STR, 0, 0},
+	{"GICE_RTO_MIN_US", "200", "smallest retransmission timeout (microseconds); the timeout follows the measured "
+	 "round trip (srtt + 4 rttvar) and doubles at each expiry", GICE_PARAM_U64, 10, 10000000},
+	{"GICE_RTO_MAX_US", "100000", "largest retransmission timeout (microseconds)", GICE_PARAM_U64, 100, 60000000},
+	{"GICE_RELIABLE", "auto",
+	 "1: gice retransmits lost packets itself (timeouts, selective acks); 0: it relies on the provider; "
+	 "auto: 1 on unreliable providers (udp datagrams) or when GICE_FAULTS injects network faults",
+	 GICE_PARAM_STR, 0, 0},
+	{"GICE_CHECKSUM", "auto",
+	 "1: every packet carries a CRC32C of header and payload, checked on receipt (a bad one is dropped and "
+	 "retransmitted); 0: none; auto: 1 on unreliable providers or when GICE_FAULTS corrupts packets",
+	 GICE_PARAM_STR, 0, 0},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
+
+/* "auto", "0" or "1" → -1, 0, 1; GICE_ERR_CONFIG otherwise. */
+static int param_auto(const gice_param_t *p, int *out)
+{
+	const char *v = gice_param_str(p);
+
+	if (!strcmp(v, "auto"))
+		*out = -1;
+	else if (!strcmp(v, "0") || !strcmp(v, "1"))
+		*out = v[0] - '0';
+	else {
+		gice_error("ct", "%s=\"%s\": expected auto, 0 or 1", p->name, v);
+		return GICE_ERR_CONFIG;
+	}
+	return GICE_OK;
+}
 
 static int read_params(ct_engine_t *e)
 {
@@ -42,6 +69,8 @@ static int read_params(ct_engine_t *e)
 		if ((rc = gice_param_u64(&ct_params[i], &v[i])))
 			return rc;
 	e->mtu_max = (uint32_t)v[1];
+	if (e->attr.ep->max_packet && e->mtu_max > e->attr.ep->max_packet)
+		e->mtu_max = (uint32_t)e->attr.ep->max_packet; /* datagrams: 1472 bytes on udp */
 	e->spin_ns = v[2] * 1000;
 	e->poll_ns = v[3] * 1000;
 	e->max_descs = (uint32_t)v[4];
@@ -49,6 +78,17 @@ static int read_params(ct_engine_t *e)
 	e->credits = (uint32_t)v[6];
 	e->ack_every = (uint32_t)v[7];
 	e->rndv_bytes = v[8];
+	if ((rc = gice_param_u64(&ct_params[10], &v[0])) || (rc = gice_param_u64(&ct_params[11], &v[1])))
+		return rc;
+	e->rto_min_ns = v[0] * 1000;
+	e->rto_max_ns = GICE_MAX(v[1] * 1000, e->rto_min_ns);
+	int rel, csum;
+	if ((rc = param_auto(&ct_params[12], &rel)) || (rc = param_auto(&ct_params[13], &csum)))
+		return rc;
+	const gice_faults_t *f = e->attr.faults;
+	int lossy = !e->attr.ep->reliable || gice_faults_any_net(f);
+	atomic_store(&e->reliable, rel < 0 ? lossy : rel);
+	atomic_store(&e->csum, csum < 0 ? !e->attr.ep->reliable || (f && f->corrupt > 0) : csum);
 	w = gice_param_str(&ct_params[9]);
 	if (sscanf(w, "%u,%u,%u,%u", &e->weights[0], &e->weights[1], &e->weights[2], &e->weights[3]) != 4) {
 		gice_error("ct", "GICE_QOS_WEIGHTS=\"%s\" is not four comma-separated numbers", w);
@@ -151,7 +191,7 @@ static int counter_ok(const ct_engine_t *e, uint32_t id)
 
 /* Execute one request or fired descriptor. Returns 0, or GICE_ERR_AGAIN when no message entry
  * is free (the caller retries later; nothing was consumed). */
-static int exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
+static int exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig, uint64_t thresh)
 {
 	ct_engine_t *e = t->e;
 	uint64_t now = gice_now_ns();
@@ -237,6 +277,8 @@ static int exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
 	m->value = r->value;
 	m->compare = r->compare;
 	m->aux = r->op; /* AMO: which atomic */
+	m->trig = trig;
+	m->thresh = thresh;
 	m->t_issue = r->t_issue ? r->t_issue : now;
 	m->t_pickup = now;
 	m->next = CT_NIL;
@@ -300,7 +342,7 @@ static int fire_due(ct_tile_t *t, uint32_t id)
 		tm_counter_state_t cs;
 		tm_counter_get(e->attr.tm, id, &cs);
 		r.t_issue = cs.ts_ns; /* the trigger write that made it due */
-		if (exec_req(t, &r, UINT64_MAX) == GICE_ERR_AGAIN) {
+		if (exec_req(t, &r, UINT64_MAX, id, d->threshold) == GICE_ERR_AGAIN) {
 			tm_dirty_mark(e->attr.tm, t->idx, id); /* no message entry free: look again later */
 			break;
 		}
@@ -366,50 +408,101 @@ static int drain_queue(ct_tile_t *t, int max, int *empty)
 		t->next_ticket = ticket + 1;
 		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_)
 			control_req(t, &u.r, ticket);
-		else if (exec_req(t, &u.r, ticket) == GICE_ERR_AGAIN)
+		else if (exec_req(t, &u.r, ticket, TM_NONE, 0) == GICE_ERR_AGAIN)
 			gice_error("ct", "ct %u: request dropped for want of a message entry", t->idx); /* not reached */
 		n++;
 	}
+	atomic_store_explicit(&t->consumed, t->next_ticket, memory_order_relaxed);
 	return n;
+}
+
+/* One pass of a tile's work, by its CT thread or by the host proxy (the caller owns t->own). */
+static int tile_step(ct_tile_t *t)
+{
+	ct_engine_t *e = t->e;
+	uint32_t ids[64];
+	/* Triggers first, then the queue, then fire: a request pushed before a trigger write
+	 * that we have seen is visible in the queue, and goes out before what the trigger
+	 * fires (issue order on a connection). If the queue cannot be emptied now, the
+	 * triggers wait for the next pass. */
+	int empty;
+	uint32_t n = tm_dirty_take(e->attr.tm, t->idx, ids, GICE_ARRAY_SIZE(ids));
+	int work = drain_queue(t, n ? INT32_MAX : 64, &empty);
+	for (uint32_t i = 0; i < n; i++) {
+		if (empty)
+			work += fire_due(t, ids[i]) + 1;
+		else
+			tm_dirty_mark(e->attr.tm, t->idx, ids[i]);
+	}
+	/* CT 0 owns the link (MPG, receive path); the others only feed it. One poller per device
+	 * keeps a 2-core machine with several devices from drowning in spinning threads. */
+	if (t->idx == 0)
+		work += ct_link_progress(e);
+	return work;
+}
+
+static int own_try(ct_tile_t *t) { return !atomic_exchange_explicit(&t->own, 1, memory_order_acquire); }
+static void own_drop(ct_tile_t *t) { atomic_store_explicit(&t->own, 0, memory_order_release); }
+
+static void nap_us(uint64_t us)
+{
+	struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+	nanosleep(&ts, NULL);
+}
+
+/* Fault injection: sit out a scheduled stall (without owning the tile, as a hung tile would
+ * leave its state). Returns 1 while stalled. */
+static int injected_stall(ct_tile_t *t, uint64_t now)
+{
+	ct_engine_t *e = t->e;
+
+	if (e->hang_at_ns && now >= e->hang_at_ns) {
+		nap_us(1000);
+		return 1;
+	}
+	if (!t->stall_from || now < t->stall_from)
+		return 0;
+	if (now >= t->stall_until) {
+		gice_info("fault", "device %u CT %u: injected stall over", e->attr.gid, t->idx);
+		t->stall_from = 0;
+		return 0;
+	}
+	nap_us(GICE_MIN((t->stall_until - now) / 1000 + 1, 1000ull));
+	return 1;
 }
 
 static void *ct_thread(void *arg)
 {
 	ct_tile_t *t = arg;
 	ct_engine_t *e = t->e;
-	uint32_t ids[64];
 	char name[16];
 	unsigned spins = 0;
 
-	snprintf(name, sizeof(name), "gice-d%u-ct%u", e->attr.index, t->idx);
+	if (e->attr.host_proxy)
+		snprintf(name, sizeof(name), "gice-d%u-proxy", e->attr.index);
+	else
+		snprintf(name, sizeof(name), "gice-d%u-ct%u", e->attr.index, t->idx);
 	pthread_setname_np(pthread_self(), name);
 	t->last_work_ns = gice_now_ns();
 
 	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
 		uint32_t seq = tm_doorbell_seq(e->attr.tm, t->idx);
-		/* Triggers first, then the queue, then fire: a request pushed before a trigger write
-		 * that we have seen is visible in the queue, and goes out before what the trigger
-		 * fires (issue order on a connection). If the queue cannot be emptied now, the
-		 * triggers wait for the next pass. */
-		int empty;
-		uint32_t n = tm_dirty_take(e->attr.tm, t->idx, ids, GICE_ARRAY_SIZE(ids));
-		int work = drain_queue(t, n ? INT32_MAX : 64, &empty);
-		for (uint32_t i = 0; i < n; i++) {
-			if (empty)
-				work += fire_due(t, ids[i]) + 1;
-			else
-				tm_dirty_mark(e->attr.tm, t->idx, ids[i]);
+		uint64_t now = gice_now_ns();
+		if (gice_unlikely(injected_stall(t, now)))
+			continue;
+		atomic_store_explicit(&t->hb_ns, now, memory_order_relaxed);
+		if (!own_try(t)) {
+			nap_us(50); /* the host proxy runs this tile now (fallback) */
+			continue;
 		}
-		/* CT 0 owns the link (MPG, receive path); the others only feed it. One poller per device
-		 * keeps a 2-core machine with several devices from drowning in spinning threads. */
-		if (t->idx == 0)
-			work += ct_link_progress(e);
+		int work = tile_step(t);
+		own_drop(t);
 		if (work) {
 			t->last_work_ns = gice_now_ns();
 			spins = 0;
 			continue;
 		}
-		uint64_t now = gice_now_ns();
+		now = gice_now_ns();
 		if (now - t->last_work_ns < e->spin_ns) {
 			/* Back off while idle: polling the fabric takes the provider's locks, which the
 			 * peer's sender needs too (shm); and two cores may run four ranks, so let other
@@ -425,9 +518,10 @@ static void *ct_thread(void *arg)
 		}
 		/* Sleep on the doorbell. Messages in flight need polling for acks: sleep briefly. CT 0
 		 * also polls the fabric for arriving packets while idle. */
-		uint64_t timeout = 100000000ull;
+		uint64_t timeout = 50000000ull; /* a heartbeat for the watchdog even when idle */
 		if (t->idx == 0)
-			timeout = ct_link_busy(e) ? 20000 : e->poll_ns;
+			timeout = ct_link_busy(e) || atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed)
+					  ? 20000 : e->poll_ns;
 		tm_doorbell_sleep(e->attr.tm, t->idx, seq, timeout);
 		spins = 0;
 	}
@@ -445,6 +539,8 @@ static void engine_free(ct_engine_t *e)
 	}
 	free(e->descs);
 	free(e->conns);
+	for (uint32_t g = 0; e->peers && g < e->max_peers; g++)
+		free(e->peers[g].tx);
 	free(e->peers);
 	free(e->tiles);
 	free(e->msgs);
@@ -471,6 +567,10 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 	e->n_counters = lay->n_counters;
 	if ((rc = read_params(e)))
 		goto err_free;
+	e->timeout_ns = attr->timeout_ns ? attr->timeout_ns : 10000000000ull;
+	e->hb_ns = e->timeout_ns / 4;
+	e->hang_at_ns = attr->hang_at_ns;
+	atomic_store(&e->t_poll, gice_now_ns());
 	if (attr->gid >= e->max_peers) {
 		gice_error("ct", "device gid %u >= GICE_CT_MAX_PEERS=%u", attr->gid, e->max_peers);
 		rc = GICE_ERR_CONFIG;
@@ -510,6 +610,17 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 			goto err_mem;
 		memset(t->armed, 0xff, sizeof(uint32_t) * e->n_counters);
 		t->free_head = CT_NIL;
+		for (uint32_t k = 0; attr->faults && k < attr->faults->n_stall; k++) {
+			const gice_fault_stall_t *st = &attr->faults->stall[k];
+			if (st->ct != c)
+				continue;
+			t->stall_from = attr->t0_ns + st->at_ns;
+			t->stall_until = st->dur_ns == UINT64_MAX ? UINT64_MAX : t->stall_from + st->dur_ns;
+			gice_info("fault", "device %u CT %u will stall %llu ms after start for %llu ms", attr->gid, c,
+				  (unsigned long long)(st->at_ns / 1000000),
+				  (unsigned long long)(st->dur_ns == UINT64_MAX ? 0 : st->dur_ns / 1000000));
+		}
+		atomic_store(&t->hb_ns, gice_now_ns());
 		for (uint32_t i = 0; i < CT_MSGS_PER_CT; i++) {
 			uint32_t idx = c * CT_MSGS_PER_CT + i;
 			e->msgs[idx].owner = c;
@@ -559,6 +670,16 @@ void ct_engine_destroy(ct_engine_t *e)
 		tm_doorbell_ring(e->attr.tm, c);
 		pthread_join(e->tiles[c].thread, NULL);
 	}
+	if (atomic_load(&e->proxy_started))
+		pthread_join(e->proxy, NULL);
+	if (!e->hang_at_ns || gice_now_ns() < e->hang_at_ns) {
+		ct_link_progress(e); /* take in the BYEs of peers that closed before us */
+		ct_link_bye(e);
+		/* let the provider push the BYEs out before the endpoint closes */
+		for (int i = 0; i < 10 && (ct_link_progress(e), atomic_load(&e->attr.ep->held)); i++)
+			nap_us(1000);
+		ct_link_progress(e);
+	}
 	ct_link_cancel_all(e);
 	engine_free(e);
 }
@@ -585,10 +706,18 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info)
 		ct_link_unlock(e);
 		return GICE_OK;
 	}
-	rc = fab_insert(e->attr.ep, info->addr, info->addr_len, &fa);
+	uint32_t win = 1;
+	while (win < e->credits)
+		win <<= 1;
+	ct_txrec_t *tx = calloc(win, sizeof(*tx));
+	rc = tx ? fab_insert(e->attr.ep, info->addr, info->addr_len, &fa) : GICE_ERR_NO_MEMORY;
+	if (rc != GICE_OK)
+		free(tx);
 	if (rc == GICE_OK) {
 		ct_peer_t *p = &e->peers[gid];
 		memset(p, 0, sizeof(*p));
+		p->tx = tx;
+		p->tx_mask = win - 1;
 		p->addr = fa;
 		p->wait_head = p->wait_tail = CT_NIL;
 		if (info->mr) {
@@ -601,6 +730,18 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info)
 	}
 	ct_link_unlock(e);
 	return rc;
+}
+
+void ct_peer_closed(ct_engine_t *e, uint32_t gid)
+{
+	if (gid >= e->max_peers || gid == e->attr.gid)
+		return;
+	ct_link_lock(e);
+	if (e->peers[gid].present && !e->peers[gid].dead) {
+		ct_peer_fail(e, gid, GICE_ERR_PEER_DEAD, "closed its device");
+		e->peers[gid].closed = 1;
+	}
+	ct_link_unlock(e);
 }
 
 int ct_conn_open(ct_engine_t *e, const ct_conn_attr_t *attr, uint32_t *conn)
@@ -752,6 +893,14 @@ void ct_engine_stats(const ct_engine_t *e, ct_stats_t *s)
 	s->rx_dropped_unknown_peer = LD(rx_unknown);
 	s->fired = LD(fired);
 	s->tx_again = LD(tx_again);
+	s->retransmits = LD(retransmits);
+	s->rto_expired = LD(rto_expired);
+	s->fast_retransmits = LD(fast_retx);
+	s->rx_csum_bad = LD(rx_csum_bad);
+	s->ops_timed_out = LD(timed_out);
+	s->peers_dead = LD(peers_dead);
+	s->ct_stalls = LD(ct_stalls);
+	s->fallback_ops = LD(fallback_ops);
 #undef LD
 }
 
@@ -766,4 +915,143 @@ uint32_t ct_trace_read(const ct_engine_t *ce, ct_trace_t *out, uint32_t max)
 		out[i] = e->trace[(e->trace_n - n + i) % CT_TRACE_RING];
 	ct_link_unlock(e);
 	return n;
+}
+
+void ct_engine_set_reliable(ct_engine_t *e, int reliable, int csum)
+{
+	if (reliable >= 0)
+		atomic_store(&e->reliable, reliable);
+	if (csum >= 0)
+		atomic_store(&e->csum, csum);
+}
+
+/* ---------------------------------------------------------------- watchdog and fallback */
+
+/* The host proxy of GICE_ON_TIMEOUT=fallback: runs the step of every tile the watchdog found
+ * stalled (serialized with the tile's own thread by t->own) until the engine stops. */
+static void *proxy_thread(void *arg)
+{
+	ct_engine_t *e = arg;
+	char name[16];
+
+	snprintf(name, sizeof(name), "gice-d%u-proxy", e->attr.index);
+	pthread_setname_np(pthread_self(), name);
+	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
+		int work = 0;
+		for (uint32_t c = 0; c < e->attr.n_cts; c++) {
+			ct_tile_t *t = &e->tiles[c];
+			if (!atomic_load_explicit(&t->proxied, memory_order_acquire) || !own_try(t))
+				continue;
+			uint64_t before = t->next_ticket;
+			work += tile_step(t);
+			ct_stat_add(&e->st.fallback_ops, t->next_ticket - before);
+			own_drop(t);
+		}
+		if (!work)
+			nap_us(50);
+	}
+	return NULL;
+}
+
+/* Fail the requests queued for a stalled tile (the caller owns it). Returns how many. */
+static uint32_t fail_queued(ct_tile_t *t, int status)
+{
+	ct_engine_t *e = t->e;
+	union {
+		ct_req_t r;
+		uint8_t b[TM_REQ_MAX_BYTES];
+	} u;
+	uint64_t ticket;
+	uint32_t n = 0;
+
+	while (tm_queue_pop(e->attr.tm, t->idx, u.b, &ticket)) {
+		t->next_ticket = ticket + 1;
+		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_) {
+			control_req(t, &u.r, ticket);
+			continue;
+		}
+		fail_now(e, t, &u.r, ticket, status);
+		n++;
+	}
+	atomic_store_explicit(&t->consumed, t->next_ticket, memory_order_relaxed);
+	if (n) /* quiet on this device reports it from now on, as a sticky device error */
+		tm_counter_fail(e->attr.tm, t->idx, status);
+	return n;
+}
+
+int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
+{
+	uint64_t now = gice_now_ns(), stall_ns = e->timeout_ns / 2;
+	int events = 0;
+
+	if (e->hang_at_ns && now >= e->hang_at_ns)
+		return 0; /* a hung device does nothing, heartbeats included */
+	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
+		ct_tile_t *t = &e->tiles[c];
+		uint64_t hb = atomic_load_explicit(&t->hb_ns, memory_order_relaxed);
+		uint64_t queued = tm_queue_prod(e->attr.tm, c) - atomic_load_explicit(&t->consumed, memory_order_relaxed);
+		/* CT 0 polls the link at least every GICE_CT_POLL_US even when idle: packets may be
+		 * arriving that only it would see */
+		int pending = queued || (c == 0 && (ct_link_busy(e) || e->poll_ns < stall_ns));
+		int stale = now > hb && now - hb > stall_ns;
+
+		if (t->stalled && !stale) {
+			t->stalled = 0;
+			atomic_store_explicit(&t->proxied, 0, memory_order_release);
+			gice_warn("watchdog", "device %u: CT %u is making progress again", e->attr.gid, c);
+			continue;
+		}
+		if (!stale || !pending)
+			continue;
+		if (t->stalled) {
+			/* still stalled under error: what was queued since fails too */
+			if (on_timeout != CT_ON_TIMEOUT_FALLBACK && own_try(t)) {
+				fail_queued(t, GICE_ERR_CT_STALLED);
+				own_drop(t);
+				if (c == 0 && ct_link_trylock(e)) {
+					ct_link_fail_all(e, GICE_ERR_CT_STALLED);
+					ct_link_unlock(e);
+				}
+			}
+			continue;
+		}
+		t->stalled = 1;
+		ct_stat_add(&e->st.ct_stalls, 1);
+		ct_event_t ev = {.status = GICE_ERR_CT_STALLED, .device_gid = e->attr.gid, .peer_gid = UINT32_MAX,
+				 .ct = c, .waited_ns = now - hb, .trigger = UINT32_MAX, .counter = UINT32_MAX};
+		int len = snprintf(ev.text, sizeof(ev.text),
+				   "device %u: CT %u stalled: no progress for %llu ms (timeout %llu ms) with %llu request(s) queued%s",
+				   e->attr.gid, c, (unsigned long long)(ev.waited_ns / 1000000),
+				   (unsigned long long)(e->timeout_ns / 1000000), (unsigned long long)queued,
+				   c == 0 && ct_link_busy(e) ? " and messages on its link" : "");
+		if (on_timeout == CT_ON_TIMEOUT_FALLBACK) {
+			ev.fallback = 1;
+			ev.n_ops = (uint32_t)queued;
+			atomic_store_explicit(&t->proxied, 1, memory_order_release);
+			if (!atomic_exchange(&e->proxy_started, 1) && pthread_create(&e->proxy, NULL, proxy_thread, e)) {
+				atomic_store(&e->proxy_started, 0);
+				ev.fallback = 0;
+			}
+			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %s",
+				 ev.fallback ? "GICE_ON_TIMEOUT=fallback: the host proxy thread issues its operations"
+					     : "the host proxy thread could not start");
+		} else if (own_try(t)) {
+			ev.n_ops = fail_queued(t, GICE_ERR_CT_STALLED);
+			own_drop(t);
+			if (c == 0 && ct_link_trylock(e)) {
+				ev.n_ops += ct_link_fail_all(e, GICE_ERR_CT_STALLED);
+				ct_link_unlock(e);
+			}
+			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %u operation(s) failed with %s",
+				 ev.n_ops, gice_status_name(GICE_ERR_CT_STALLED));
+		} else {
+			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
+				 "; it holds its queue, nothing could be failed");
+		}
+		gice_error("watchdog", "%s", ev.text);
+		if (cb)
+			cb(&ev, arg);
+		events++;
+	}
+	return events + ct_link_watch(e, now, cb, arg);
 }

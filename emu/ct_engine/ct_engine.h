@@ -14,6 +14,7 @@
 
 #include "emu/common/common.h"
 #include "emu/common/config.h"
+#include "emu/common/faults.h"
 #include "emu/hbm/hbm.h"
 #include "emu/triggermem/triggermem.h"
 #include "fabric/fabric.h"
@@ -69,6 +70,13 @@ typedef struct {
 	hbm_t *hbm;
 	tm_region_t *tm;
 	fab_ep_t *ep;
+	uint64_t timeout_ns;  /* GICE_TIMEOUT_MS: a peer silent or not acking this long fails */
+	/* fault injection (may be NULL): stall_ct entries stall CT threads of this device; hang_at_ns
+	 * (absolute CLOCK_MONOTONIC, 0: never) stalls every CT and the link for good */
+	const gice_faults_t *faults;
+	uint64_t t0_ns;       /* origin of the fault schedule (gice_init) */
+	uint64_t hang_at_ns;
+	int host_proxy;       /* GICE_MODE=host: the one CT thread is the host's proxy thread */
 } ct_engine_attr_t;
 
 typedef struct {
@@ -82,7 +90,44 @@ typedef struct {
 	uint64_t msgs_done, msgs_failed, nacks_sent, acks_sent;
 	uint64_t rx_bad, rx_dup, rx_dropped_unknown_peer;
 	uint64_t fired, tx_again;
+	uint64_t retransmits, rto_expired, fast_retransmits, rx_csum_bad;
+	uint64_t ops_timed_out, peers_dead, ct_stalls, fallback_ops;
 } ct_stats_t;
+
+/* What the watchdog found (ct_engine_watch): a peer dead or not acknowledging, or a CT stalled. */
+typedef struct {
+	int status;            /* GICE_ERR_PEER_DEAD, GICE_ERR_TIMED_OUT or GICE_ERR_CT_STALLED */
+	uint32_t device_gid;
+	uint32_t peer_gid;     /* UINT32_MAX for a CT stall */
+	uint32_t ct;           /* the stalled CT, else UINT32_MAX */
+	uint32_t n_ops;        /* operations failed (or re-driven by the fallback) */
+	uint64_t waited_ns;    /* how long nothing happened */
+	uint32_t psn_acked, psn_next; /* peer: packets acked / sent */
+	uint64_t retransmits;
+	/* the oldest operation involved, when known (op_name NULL otherwise) */
+	const char *op_name;
+	uint64_t bytes;
+	uint32_t msg_id;
+	uint32_t trigger;      /* trigger that fired it, or UINT32_MAX */
+	uint64_t threshold;
+	uint32_t counter;      /* its completion counter, or UINT32_MAX */
+	uint64_t counter_value;
+	int fallback;          /* the host proxy took over (GICE_ON_TIMEOUT=fallback) */
+	char text[600];        /* the whole diagnostic, one line */
+} ct_event_t;
+typedef void (*ct_event_cb)(const ct_event_t *ev, void *arg);
+
+enum { CT_ON_TIMEOUT_ERROR, CT_ON_TIMEOUT_FALLBACK, CT_ON_TIMEOUT_ABORT };
+
+/* One watchdog pass (the API's watchdog thread calls it every few ms): heartbeats to quiet
+ * peers; peers silent or not acknowledging for timeout_ns fail their operations; a CT with
+ * work and no progress for timeout_ns / 2 is stalled: its queued operations fail with
+ * GICE_ERR_CT_STALLED (error, abort) or a host proxy thread runs them (fallback) until it
+ * recovers. cb runs once per event. Returns the number of events. */
+int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg);
+/* Reliability and checksums on (1) or off (0), or unchanged (-1); GICE_RELIABLE and
+ * GICE_CHECKSUM set them at creation. */
+void ct_engine_set_reliable(ct_engine_t *e, int reliable, int csum);
 
 /* Per-operation stage timestamps (CLOCK_MONOTONIC ns), kept in a ring of recent operations. */
 typedef struct {
@@ -95,6 +140,11 @@ typedef struct {
 int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out);
 /* Stops the threads; pending operations complete with GICE_ERR_CANCELED. */
 void ct_engine_destroy(ct_engine_t *e);
+
+/* Device gid (in this process) is closing: stop talking to it now, failing what is in flight
+ * to it with GICE_ERR_PEER_DEAD. Peers in other processes learn it from a BYE packet (or the
+ * silence, over shm). */
+void ct_peer_closed(ct_engine_t *e, uint32_t gid);
 
 /* How to reach a peer device. */
 typedef struct {

@@ -14,7 +14,7 @@
 #define CT_PSN_WIN 1024u      /* receive window in packets (power of two) */
 #define CT_NIL UINT32_MAX
 
-enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP, MK_PUT_DONE };
+enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP, MK_PUT_DONE, MK_NACK };
 enum { NEED_ACK = 1, NEED_RESP = 2 };
 
 /* One message: a request being sent or awaiting its ack/response, or a response. Plain data. */
@@ -22,7 +22,9 @@ typedef struct {
 	uint8_t kind, qos, rflags, need;
 	uint8_t live, started, rndv;
 	uint32_t owner;   /* CT index whose pool holds it, or CT_NIL for the link pool */
-	uint32_t conn, peer, msg_id, counter, sig_id, last_psn, mtu, next;
+	uint32_t conn, peer, msg_id, counter, sig_id, first_psn, last_psn, mtu, next;
+	uint32_t trig;    /* counter whose trigger fired it (armed descriptor), or TM_NONE */
+	uint64_t thresh;  /* ... at this threshold */
 	int32_t status;
 	uint64_t ticket;  /* request queue ticket to retire, or UINT64_MAX */
 	uint64_t src_off; /* local device offset */
@@ -47,8 +49,20 @@ typedef struct {
 	uint64_t value;
 } ct_rx_slot_t;
 
+/* A sent packet kept until it is acknowledged, to be sent again (reliability). */
+typedef struct {
+	uint8_t hdr[CT_HDR_BYTES]; /* encoded, csum field zero */
+	uint64_t poff;             /* payload: device offset */
+	uint32_t plen;
+	uint16_t tries;            /* times sent */
+	uint8_t sacked;            /* the receiver has it (selective ack) */
+	uint64_t t_tx;             /* last sent */
+} ct_txrec_t;
+
 typedef struct { /* link-private (under the link lock) */
 	int present, rma;
+	uint8_t dead, closed; /* declared dead (status dead_status) / said BYE */
+	int32_t dead_status;
 	fab_addr_t addr;
 	fab_mr_info_t mr; /* its device memory, for rendezvous reads (rma) */
 	uint8_t *map;     /* NVLink plane: its device memory mapped here (copy engine), or NULL */
@@ -56,6 +70,16 @@ typedef struct { /* link-private (under the link lock) */
 	/* tx */
 	uint32_t next_psn, acked_psn, next_msg_id, done_upto, inflight;
 	uint32_t wait_head, wait_tail; /* sent messages awaiting ack, in last_psn order */
+	ct_txrec_t *tx;                /* sent packets not yet acked, by psn & tx_mask */
+	uint32_t tx_mask;
+	uint64_t srtt, rttvar, rto;    /* ns */
+	uint32_t backoff;              /* RTO doublings since the last ack progress */
+	uint64_t t_progress;           /* last ack progress (or first packet outstanding) */
+	uint64_t t_rx, t_tx;           /* last packet heard from / sent to this peer */
+	uint64_t retx;                 /* packets sent again */
+	uint32_t held_cum, held_fence; /* an ack waiting for the reverse stream (see rx_ack) */
+	uint8_t ack_held;
+	uint32_t nack_unsent;          /* NACKs queued, not yet sent: ACKs wait for them */
 	uint32_t by_id[CT_PEER_WIN];   /* msg_id % WIN → message index + 1 */
 	/* rx */
 	uint32_t rx_next_psn, rx_landed, ack_unsent;
@@ -97,6 +121,13 @@ typedef struct ct_tile {
 	uint32_t *armed;
 	uint64_t arm_seq;
 	uint64_t last_work_ns;
+	/* watchdog */
+	_Atomic int own;              /* held while a thread runs this tile's step */
+	_Atomic uint64_t hb_ns;       /* last time its thread came round its loop */
+	_Atomic uint64_t consumed;    /* queue tickets taken */
+	_Atomic int proxied;          /* the host proxy runs this tile too (fallback) */
+	int stalled;                  /* watchdog: a stall was reported */
+	uint64_t stall_from, stall_until; /* injected stall (absolute ns), 0: none */
 } ct_tile_t;
 
 #define CT_TRACE_RING 256u
@@ -106,6 +137,9 @@ struct ct_engine {
 	uint32_t n_counters, mtu_max, credits, ack_every, max_peers, max_descs;
 	uint32_t weights[CT_QOS_CLASSES];
 	uint64_t spin_ns, poll_ns, rndv_bytes;
+	uint64_t rto_min_ns, rto_max_ns, timeout_ns, hb_ns;
+	_Atomic int reliable; /* retransmit on timeout / selective ack */
+	_Atomic int csum;     /* send and require CRC32C */
 	int rma;           /* device memory registered for remote reads */
 	fab_mr_info_t mr;
 	uint8_t *base; /* HBM base in this process */
@@ -131,10 +165,14 @@ struct ct_engine {
 	uint32_t act_len[CT_QOS_CLASSES];
 	uint32_t wrr_class;
 	uint32_t acks_pending;
-	struct { uint32_t gid, msg_id; int32_t status; } nack_q[64];
-	uint32_t nack_n;
+	uint64_t next_timer_ns; /* next retransmission check */
 	ct_trace_t trace[CT_TRACE_RING];
 	uint64_t trace_n;
+
+	_Atomic uint64_t t_poll; /* last link progress pass */
+	uint64_t hang_at_ns;
+	pthread_t proxy;         /* fallback host proxy thread */
+	_Atomic int proxy_started;
 
 	/* set-up state */
 	pthread_mutex_t setup_lock;
@@ -145,6 +183,8 @@ struct ct_engine {
 	struct {
 		_Atomic uint64_t tx_pkts, rx_pkts, tx_bytes, rx_bytes, msgs_done, msgs_failed;
 		_Atomic uint64_t nacks_sent, acks_sent, rx_bad, rx_dup, rx_unknown, fired, tx_again;
+		_Atomic uint64_t retransmits, rto_expired, fast_retx, rx_csum_bad, timed_out, peers_dead, ct_stalls;
+		_Atomic uint64_t fallback_ops;
 	} st;
 };
 
@@ -174,6 +214,13 @@ static inline void ct_link_unlock(struct ct_engine *e)
 
 /* ct_link.c */
 int ct_link_progress(struct ct_engine *e);
+/* Fail every operation to gid with status and stop talking to it; logs why (when not NULL).
+ * Returns the number of operations failed. */
+uint32_t ct_peer_fail(struct ct_engine *e, uint32_t gid, int status, const char *why);
+/* Fail every operation in the link (a stalled CT 0 under GICE_ON_TIMEOUT=error). */
+uint32_t ct_link_fail_all(struct ct_engine *e, int status);
+int ct_link_watch(struct ct_engine *e, uint64_t now, ct_event_cb cb, void *arg);
+void ct_link_bye(struct ct_engine *e);
 void ct_link_cancel_all(struct ct_engine *e);
 int ct_link_busy(struct ct_engine *e);
 /* ct_engine.c */

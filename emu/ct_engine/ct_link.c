@@ -9,6 +9,8 @@
  */
 #include "emu/ct_engine/ct_internal.h"
 
+#include <endian.h>
+#include <stdio.h>
 #include <string.h>
 
 enum { SEND_OK, SEND_DONE, SEND_BLOCKED, SEND_FULL };
@@ -85,22 +87,53 @@ static void complete_msg(ct_engine_t *e, uint32_t idx)
 
 /* ---------------------------------------------------------------- sending */
 
-static int send_ctrl(ct_engine_t *e, uint32_t gid, uint8_t op, uint32_t psn, uint32_t msg_id, int32_t status)
+/* Hand one encoded packet to the fabric, with its CRC32C when checksums are on. hdr is
+ * modified (flag and csum) in place. */
+static int xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen)
+{
+	int rc;
+
+	if (atomic_load_explicit(&e->csum, memory_order_relaxed)) {
+		hdr[CT_HDR_FLAGS_OFF] |= CT_HF_CSUM;
+		memset(hdr + CT_HDR_CSUM_OFF, 0, 4);
+		uint32_t c = htole32(ct_proto_csum(hdr, payload, plen));
+		memcpy(hdr + CT_HDR_CSUM_OFF, &c, 4);
+	}
+	rc = fab_send(e->attr.ep, p->addr, hdr, CT_HDR_BYTES, payload, plen);
+	if (rc == GICE_OK)
+		p->t_tx = gice_now_ns();
+	return rc;
+}
+
+static int send_ctrl(ct_engine_t *e, uint32_t gid, uint8_t op, uint32_t psn, uint64_t value, uint64_t aux)
 {
 	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .op = op, .src_gid = e->attr.gid,
-		      .dst_gid = gid, .psn = psn, .msg_id = msg_id, .status = status};
+		      .dst_gid = gid, .psn = psn, .value = value, .aux = aux};
 	uint8_t buf[CT_HDR_BYTES];
 
 	ct_proto_build(&h, buf);
-	return fab_send(e->attr.ep, e->peers[gid].addr, buf, sizeof(buf), NULL, 0);
+	return xmit(e, &e->peers[gid], buf, NULL, 0);
+}
+
+/* Selective ack: bit i set when psn rx_next_psn + 1 + i has arrived. The bitmap is a ring over
+ * [rx_next_psn, rx_next_psn + CT_PSN_WIN) whose bits below rx_next_psn are clear. */
+static uint64_t sack_bits(const ct_peer_t *p)
+{
+	uint32_t start = p->rx_next_psn + 1, w = start / 64, b = start % 64;
+	uint64_t lo = p->rx_seen[w % (CT_PSN_WIN / 64)], hi = p->rx_seen[(w + 1) % (CT_PSN_WIN / 64)];
+
+	return b ? (lo >> b) | (hi << (64 - b)) : lo;
 }
 
 static void send_ack(ct_engine_t *e, uint32_t gid)
 {
 	ct_peer_t *p = &e->peers[gid];
 
-	/* an ACK covering a failed message must not overtake its NACK: hold it while NACKs wait */
-	if (e->nack_n == 0 && send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, 0, 0) == GICE_OK) {
+	/* An ACK covering a failed message must not overtake its NACK: hold it while NACKs to this
+	 * peer wait for a psn. It carries our next psn towards the peer, so the peer completes the
+	 * messages it covers only after it has everything we sent before it (NACKs included). */
+	if (p->nack_unsent == 0 &&
+	    send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, p->next_psn, sack_bits(p)) == GICE_OK) {
 		ct_stat_add(&e->st.acks_sent, 1);
 		p->ack_unsent = 0;
 		if (p->ack_due) {
@@ -113,31 +146,23 @@ static void send_ack(ct_engine_t *e, uint32_t gid)
 	}
 }
 
+static ct_msg_t *queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
+				uint64_t value, int status);
+
+/* A NACK is a sequenced response (retransmitted like data until acked). */
 static void send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 {
 	ct_stat_add(&e->st.nacks_sent, 1);
-	if (e->nack_n == 0 && send_ctrl(e, gid, CT_PKT_NACK, 0, msg_id, status) == GICE_OK)
-		return;
-	if (e->nack_n == GICE_ARRAY_SIZE(e->nack_q)) {
-		gice_error("ct", "nack queue full: NACK of message %u to device %u (%s) lost", msg_id, gid,
+	if (!queue_response(e, MK_NACK, gid, 0, msg_id, 0, status)) {
+		gice_error("ct", "no response entry: NACK of message %u to device %u (%s) lost", msg_id, gid,
 			   gice_status_name(status));
 		return;
 	}
-	e->nack_q[e->nack_n].gid = gid;
-	e->nack_q[e->nack_n].msg_id = msg_id;
-	e->nack_q[e->nack_n].status = status;
-	e->nack_n++;
+	e->peers[gid].nack_unsent++;
 }
 
 static void flush_ctrl(ct_engine_t *e)
 {
-	/* NACKs first, oldest first, then the ACKs they held back */
-	uint32_t sent = 0;
-	while (sent < e->nack_n && !send_ctrl(e, e->nack_q[sent].gid, CT_PKT_NACK, 0, e->nack_q[sent].msg_id,
-					      e->nack_q[sent].status))
-		sent++;
-	memmove(e->nack_q, e->nack_q + sent, (e->nack_n - sent) * sizeof(e->nack_q[0]));
-	e->nack_n -= sent;
 	for (uint32_t g = 0; e->acks_pending && g < e->max_peers; g++)
 		if (e->peers[g].ack_due)
 			send_ack(e, g);
@@ -155,6 +180,15 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	uint32_t plen = 0;
 	int rc;
 
+	if (gice_unlikely(p->dead)) {
+		/* a dead peer acks nothing: fail the message now */
+		if (!m->status)
+			m->status = p->dead_status;
+		m->need = 0;
+		if (m->kind == MK_NACK)
+			p->nack_unsent--;
+		return SEND_DONE;
+	}
 	if (p->next_psn - p->acked_psn >= e->credits)
 		return SEND_BLOCKED;
 	if (!m->started) {
@@ -227,14 +261,22 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		h.aux = m->aux;
 		h.status = m->status;
 		break;
+	case MK_NACK:
+		h.op = CT_PKT_NACK;
+		h.msg_id = (uint32_t)m->aux;
+		h.status = m->status;
+		break;
 	}
 	/* get and atomic requests and atomic responses are one packet; data messages end at len */
 	int last = m->rndv || (m->kind != MK_PUT && m->kind != MK_GET_RESP) || m->sent + plen >= m->len;
 	if (last)
 		h.flags |= CT_HF_LAST;
 	h.psn = p->next_psn;
-	ct_proto_build(&h, buf);
-	rc = fab_send(e->attr.ep, p->addr, buf, sizeof(buf), payload, plen);
+	/* keep the packet until it is acked: a retransmission rebuilds it from here */
+	ct_txrec_t *tr = &p->tx[h.psn & p->tx_mask];
+	ct_proto_build(&h, tr->hdr);
+	memcpy(buf, tr->hdr, sizeof(buf));
+	rc = xmit(e, p, buf, payload, plen);
 	if (rc == GICE_ERR_AGAIN) {
 		ct_stat_add(&e->st.tx_again, 1);
 		return SEND_FULL;
@@ -245,10 +287,23 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 			m->status = rc;
 		/* count the packet as sent: the peer will never ack it, so fail the message now */
 		m->need = 0;
+		if (m->kind == MK_NACK)
+			p->nack_unsent--;
 		return SEND_DONE;
 	}
-	if (m->sent == 0 && !m->t_first_tx)
-		m->t_first_tx = gice_now_ns();
+	tr->poff = payload ? (uint64_t)((const uint8_t *)payload - e->base) : 0;
+	tr->plen = plen;
+	tr->tries = 1;
+	tr->sacked = 0;
+	tr->t_tx = p->t_tx;
+	if (p->next_psn == p->acked_psn)
+		p->t_progress = p->t_tx; /* the ack clock starts with the first packet outstanding */
+	if (m->sent == 0 && !m->t_first_tx) {
+		m->t_first_tx = p->t_tx;
+		m->first_psn = h.psn;
+	}
+	if (m->kind == MK_NACK)
+		p->nack_unsent--;
 	p->next_psn++;
 	m->sent += plen;
 	ct_stat_add(&e->st.tx_pkts, 1);
@@ -340,16 +395,50 @@ static int send_some(ct_engine_t *e)
 
 /* ---------------------------------------------------------------- receiving */
 
-static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
+/* Send packet psn to peer again, from its record. */
+static int retransmit(ct_engine_t *e, ct_peer_t *p, uint32_t psn, uint64_t now)
 {
-	if (!psn_before(p->acked_psn, cum))
-		return; /* old or duplicate ack */
-	if (psn_before(p->next_psn, cum)) {
-		gice_error("ct", "ack for psn %u from a peer we sent only %u packets: ignored", cum, p->next_psn);
-		ct_stat_add(&e->st.rx_bad, 1);
-		return;
+	ct_txrec_t *tr = &p->tx[psn & p->tx_mask];
+	uint8_t buf[CT_HDR_BYTES];
+	int rc;
+
+	memcpy(buf, tr->hdr, sizeof(buf));
+	rc = xmit(e, p, buf, tr->plen ? e->base + tr->poff : NULL, tr->plen);
+	if (rc == GICE_OK) {
+		tr->tries++;
+		tr->t_tx = now;
+		p->retx++;
+		ct_stat_add(&e->st.retransmits, 1);
+	} else if (rc == GICE_ERR_AGAIN) {
+		ct_stat_add(&e->st.tx_again, 1);
 	}
-	p->acked_psn = cum;
+	return rc;
+}
+
+static void rto_update(ct_engine_t *e, ct_peer_t *p, uint64_t rtt)
+{
+	/* RFC 6298 with alpha 1/8, beta 1/4 */
+	if (!p->srtt) {
+		p->srtt = rtt;
+		p->rttvar = rtt / 2;
+	} else {
+		uint64_t d = rtt > p->srtt ? rtt - p->srtt : p->srtt - rtt;
+		p->rttvar = (3 * p->rttvar + d) / 4;
+		p->srtt = (7 * p->srtt + rtt) / 8;
+	}
+	p->rto = GICE_MAX(e->rto_min_ns, GICE_MIN(e->rto_max_ns, p->srtt + 4 * p->rttvar));
+}
+
+static uint64_t peer_rto(const ct_engine_t *e, const ct_peer_t *p)
+{
+	uint64_t rto = p->rto ? p->rto : e->rto_min_ns * 4;
+
+	return GICE_MIN(e->rto_max_ns, rto << GICE_MIN(p->backoff, 10u));
+}
+
+/* Complete the waiting messages whose every packet is below cum. */
+static void complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
+{
 	while (p->wait_head != CT_NIL && psn_before(e->msgs[p->wait_head].last_psn, cum)) {
 		uint32_t idx = fifo_pop(e, &p->wait_head, &p->wait_tail);
 		ct_msg_t *m = &e->msgs[idx];
@@ -357,6 +446,91 @@ static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
 		if (!m->need)
 			complete_msg(e, idx);
 	}
+}
+
+/* An ACK: cum (every psn below it arrived), fence (the acker's next psn towards us) and sack
+ * (bit i: psn cum + 1 + i arrived). Credits and retransmission state move at once; messages
+ * complete only once we have received everything the acker sent before the ACK, so a NACK (or
+ * response) sent before it is always seen first, whatever the fabric reorders or drops. */
+static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint64_t sack)
+{
+	uint64_t now = gice_now_ns();
+
+	if (psn_before(p->next_psn, cum)) {
+		gice_error("ct", "ack for psn %u from a peer we sent only %u packets: ignored", cum, p->next_psn);
+		ct_stat_add(&e->st.rx_bad, 1);
+		return;
+	}
+	if (psn_before(p->acked_psn, cum)) {
+		ct_txrec_t *last = &p->tx[(cum - 1) & p->tx_mask];
+		if (last->tries == 1 && now > last->t_tx) /* Karn: no samples from retransmissions */
+			rto_update(e, p, now - last->t_tx);
+		p->acked_psn = cum;
+		p->backoff = 0;
+		p->t_progress = now;
+	}
+	if (sack && atomic_load_explicit(&e->reliable, memory_order_relaxed)) {
+		uint32_t above = 0, high = cum;
+		for (uint32_t i = 0; i < 64; i++) {
+			uint32_t psn = cum + 1 + i;
+			if (!psn_before(psn, p->next_psn))
+				break;
+			if ((sack >> i) & 1) {
+				p->tx[psn & p->tx_mask].sacked = 1;
+				above++;
+				high = psn;
+			}
+		}
+		/* fast retransmit: three later packets arrived past a hole; send each hole once per
+		 * round trip */
+		if (above >= 3 || (above && high + 1 == p->next_psn)) {
+			uint64_t gap = p->srtt ? p->srtt : e->rto_min_ns;
+			for (uint32_t psn = cum; psn_before(psn, high); psn++) {
+				ct_txrec_t *tr = &p->tx[psn & p->tx_mask];
+				if (tr->sacked || now - tr->t_tx < gap)
+					continue;
+				if (retransmit(e, p, psn, now) != GICE_OK)
+					break;
+				ct_stat_add(&e->st.fast_retx, 1);
+			}
+		}
+	}
+	if (!psn_before(p->rx_next_psn, fence)) {
+		complete_upto(e, p, cum);
+	} else if (!p->ack_held || psn_before(p->held_cum, cum)) {
+		p->ack_held = 1;
+		p->held_cum = cum;
+		p->held_fence = fence;
+	}
+}
+
+/* Retransmission timeouts: the oldest unacked packet of a peer waited past its RTO: send every
+ * packet the receiver has not selectively acked again, and back off. */
+static int check_rto(ct_engine_t *e, uint64_t now)
+{
+	int n = 0;
+
+	for (uint32_t g = 0; g < e->max_peers; g++) {
+		ct_peer_t *p = &e->peers[g];
+		if (!p->present || p->dead || p->acked_psn == p->next_psn)
+			continue;
+		ct_txrec_t *oldest = &p->tx[p->acked_psn & p->tx_mask];
+		uint64_t rto = peer_rto(e, p);
+		if (now - oldest->t_tx < rto)
+			continue;
+		ct_stat_add(&e->st.rto_expired, 1);
+		p->backoff++;
+		for (uint32_t psn = p->acked_psn; psn != p->next_psn; psn++) {
+			ct_txrec_t *tr = &p->tx[psn & p->tx_mask];
+			/* the cumulative point itself is missing by definition, whatever a sack said */
+			if ((tr->sacked && psn != p->acked_psn) || now - tr->t_tx < rto / 2)
+				continue;
+			if (retransmit(e, p, psn, now) != GICE_OK)
+				break;
+			n++;
+		}
+	}
+	return n;
 }
 
 static ct_msg_t *req_by_id(ct_engine_t *e, ct_peer_t *p, uint64_t msg_id, uint8_t kind, uint32_t *idx)
@@ -669,25 +843,37 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 				  (unsigned long long)n + 1);
 		return;
 	}
-	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present) {
+	if ((h.flags & CT_HF_CSUM) ? !ct_proto_csum_ok(buf, len) : atomic_load_explicit(&e->csum, memory_order_relaxed)) {
+		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_csum_bad, 1, memory_order_relaxed);
+		if (n < 10 || n % 1000 == 0)
+			gice_warn("ct", "dropped %s psn %u from device %u: %s (%llu so far)", ct_pkt_name(h.op), h.psn,
+				  h.src_gid, (h.flags & CT_HF_CSUM) ? "CRC32C mismatch" : "no checksum (GICE_CHECKSUM is on)",
+				  (unsigned long long)n + 1);
+		return;
+	}
+	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present ||
+	    e->peers[h.src_gid].dead) {
 		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_unknown, 1, memory_order_relaxed);
 		if (n < 10 || n % 1000 == 0)
-			gice_warn("ct", "dropped %s from device %u to device %u (this is device %u; %llu so far)",
-				  ct_pkt_name(h.op), h.src_gid, h.dst_gid, e->attr.gid, (unsigned long long)n + 1);
+			gice_warn("ct", "dropped %s from device %u to device %u (this is device %u%s; %llu so far)",
+				  ct_pkt_name(h.op), h.src_gid, h.dst_gid, e->attr.gid,
+				  h.src_gid < e->max_peers && e->peers[h.src_gid].dead ? ", sender declared dead" : "",
+				  (unsigned long long)n + 1);
 		return;
 	}
 	p = &e->peers[h.src_gid];
+	p->t_rx = gice_now_ns();
 	ct_stat_add(&e->st.rx_pkts, 1);
 	ct_stat_add(&e->st.rx_bytes, h.payload_len);
-	if (h.op == CT_PKT_ACK) {
-		rx_ack(e, p, h.psn);
+	switch (h.op) {
+	case CT_PKT_ACK:
+		rx_ack(e, p, h.psn, (uint32_t)h.value, h.aux);
 		return;
-	}
-	if (h.op == CT_PKT_NACK) {
-		uint32_t idx;
-		ct_msg_t *m = req_by_id(e, p, h.msg_id, 0xff, &idx);
-		if (m && h.status < 0)
-			resp_done(e, idx, h.status);
+	case CT_PKT_HEARTBEAT:
+		return;
+	case CT_PKT_BYE:
+		ct_peer_fail(e, h.src_gid, GICE_ERR_PEER_DEAD, "closed its device");
+		p->closed = 1;
 		return;
 	}
 
@@ -710,12 +896,24 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		p->rx_next_psn++;
 	}
 
-	if (h.op == CT_PKT_GET_RESP || h.op == CT_PKT_ATOMIC_RESP || h.op == CT_PKT_PUT_DONE)
+	if (h.op == CT_PKT_NACK) {
+		uint32_t idx;
+		ct_msg_t *m = req_by_id(e, p, h.msg_id, 0xff, &idx);
+		if (m && h.status < 0)
+			resp_done(e, idx, h.status);
+	} else if (h.op == CT_PKT_GET_RESP || h.op == CT_PKT_ATOMIC_RESP || h.op == CT_PKT_PUT_DONE) {
 		rx_response(e, p, &h, buf + CT_HDR_BYTES);
-	else
+	} else {
 		rx_request(e, p, &h, buf + CT_HDR_BYTES);
-
-	if ((h.flags & CT_HF_LAST) || ++p->ack_unsent >= e->ack_every)
+	}
+	/* an ack that waited for the packets we had not yet received from this peer */
+	if (p->ack_held && !psn_before(p->rx_next_psn, p->held_fence)) {
+		p->ack_held = 0;
+		complete_upto(e, p, p->held_cum);
+	}
+	/* ack at every message end, every GICE_CT_ACK_EVERY packets, and at once when this packet
+	 * left a hole (the selective ack lets the sender resend just the hole) */
+	if ((h.flags & CT_HF_LAST) || ++p->ack_unsent >= e->ack_every || d != 0 || p->rx_next_psn != h.psn + 1)
 		send_ack(e, h.src_gid);
 }
 
@@ -726,7 +924,7 @@ static int send_pending(ct_engine_t *e)
 {
 	int work = pull_rings(e);
 
-	if (e->acks_pending || e->nack_n)
+	if (e->acks_pending)
 		flush_ctrl(e);
 	return work + send_some(e);
 }
@@ -742,6 +940,7 @@ int ct_link_progress(ct_engine_t *e)
 	 * socket providers) */
 	work = send_pending(e);
 	n = fab_poll(e->attr.ep, ev, GICE_ARRAY_SIZE(ev));
+	atomic_store_explicit(&e->t_poll, gice_now_ns(), memory_order_relaxed);
 	for (int i = 0; i < n; i++) {
 		if (ev[i].type == FAB_EV_RX) {
 			rx_packet(e, ev[i].buf, ev[i].len);
@@ -759,8 +958,226 @@ int ct_link_progress(ct_engine_t *e)
 			work += post_reads(e);
 		work += send_pending(e);
 	}
+	if (atomic_load_explicit(&e->reliable, memory_order_relaxed) && ct_link_busy(e)) {
+		uint64_t now = gice_now_ns();
+		if (now >= e->next_timer_ns) {
+			work += check_rto(e, now);
+			e->next_timer_ns = now + e->rto_min_ns / 4;
+		}
+	}
 	ct_link_unlock(e);
 	return work;
+}
+
+/* Remove from a class list every message to peer gid; returns them as a list through next. */
+static uint32_t act_take_peer(ct_engine_t *e, uint32_t q, uint32_t gid)
+{
+	uint32_t keep_h = CT_NIL, keep_t = CT_NIL, out = CT_NIL, idx;
+
+	while ((idx = fifo_pop(e, &e->act_head[q], &e->act_tail[q])) != CT_NIL) {
+		if (e->msgs[idx].peer == gid) {
+			e->act_len[q]--;
+			e->msgs[idx].next = out;
+			out = idx;
+		} else {
+			fifo_push(e, &keep_h, &keep_t, idx);
+		}
+	}
+	e->act_head[q] = keep_h;
+	e->act_tail[q] = keep_t;
+	return out;
+}
+
+static void fail_msg(ct_engine_t *e, uint32_t idx, int status)
+{
+	ct_msg_t *m = &e->msgs[idx];
+
+	if (!m->live)
+		return;
+	if (!m->status)
+		m->status = status;
+	m->need = 0;
+	if (m->kind == MK_NACK)
+		e->peers[m->peer].nack_unsent--;
+	if (m->kind <= MK_AMO)
+		ct_stat_add(&e->st.timed_out, status == GICE_ERR_TIMED_OUT);
+	complete_msg(e, idx);
+}
+
+/* Fail every operation of the link to peer gid (sent, being sent, or awaiting a response). */
+static uint32_t fail_peer_msgs(ct_engine_t *e, uint32_t gid, int status)
+{
+	ct_peer_t *p = &e->peers[gid];
+	uint32_t n = 0, idx;
+
+	while ((idx = fifo_pop(e, &p->wait_head, &p->wait_tail)) != CT_NIL) {
+		n += e->msgs[idx].kind <= MK_FENCE;
+		fail_msg(e, idx, status);
+	}
+	for (uint32_t q = 0; q < CT_QOS_CLASSES; q++) {
+		idx = act_take_peer(e, q, gid);
+		while (idx != CT_NIL) {
+			uint32_t next = e->msgs[idx].next;
+			n += e->msgs[idx].kind <= MK_FENCE;
+			fail_msg(e, idx, status);
+			idx = next;
+		}
+	}
+	/* requests acked but still waiting for their response */
+	for (uint32_t id = p->done_upto; id != p->next_msg_id; id++) {
+		uint32_t slot = p->by_id[id & (CT_PEER_WIN - 1)];
+		if (slot) {
+			n++;
+			fail_msg(e, slot - 1, status);
+		}
+	}
+	return n;
+}
+
+uint32_t ct_peer_fail(ct_engine_t *e, uint32_t gid, int status, const char *why)
+{
+	ct_peer_t *p = &e->peers[gid];
+	uint32_t n;
+
+	if (p->dead)
+		return 0;
+	p->dead = 1;
+	p->dead_status = status;
+	n = fail_peer_msgs(e, gid, status);
+	for (uint32_t i = 0; i < FAB_READS_MAX; i++) {
+		struct ct_read *r = &e->reads[i];
+		if (r->state == 1 && r->gid == gid) {
+			r->state = 0;
+			e->reads_waiting--;
+			atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
+		}
+	}
+	p->acked_psn = p->next_psn;
+	p->ack_held = 0;
+	if (p->ack_due) {
+		p->ack_due = 0;
+		e->acks_pending--;
+	}
+	if (why)
+		gice_log(n ? GICE_LOG_ERROR : GICE_LOG_INFO, "ct", "device %u: peer device %u %s; %u operation(s) to it failed with %s",
+			 e->attr.gid, gid, why, n, gice_status_name(status));
+	return n;
+}
+
+uint32_t ct_link_fail_all(ct_engine_t *e, int status)
+{
+	uint32_t n = 0;
+
+	for (uint32_t g = 0; g < e->max_peers; g++)
+		if (e->peers[g].present)
+			n += fail_peer_msgs(e, g, status);
+	return n;
+}
+
+/* The oldest operation to peer p still waiting (for the diagnostic), or NULL. */
+static const ct_msg_t *oldest_to(ct_engine_t *e, ct_peer_t *p)
+{
+	for (uint32_t id = p->done_upto; id != p->next_msg_id; id++) {
+		uint32_t slot = p->by_id[id & (CT_PEER_WIN - 1)];
+		if (slot)
+			return &e->msgs[slot - 1];
+	}
+	return p->wait_head != CT_NIL ? &e->msgs[p->wait_head] : NULL;
+}
+
+static const char *kind_name(uint8_t k)
+{
+	static const char *const names[] = {"put", "get", "atomic", "fence", "get response", "atomic response",
+					    "put done", "nack"};
+	return k < GICE_ARRAY_SIZE(names) ? names[k] : "?";
+}
+
+int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
+{
+	int events = 0;
+
+	if (!ct_link_trylock(e))
+		return 0; /* the holder is busy: it is not stalled on the link */
+	if (now - atomic_load_explicit(&e->t_poll, memory_order_relaxed) > e->timeout_ns / 2) {
+		/* our own link is not being polled (CT 0 stalled): we cannot judge peers */
+		ct_link_unlock(e);
+		return 0;
+	}
+	for (uint32_t g = 0; g < e->max_peers; g++) {
+		ct_peer_t *p = &e->peers[g];
+		if (!p->present || p->dead || g == e->attr.gid)
+			continue;
+		if (!p->t_rx)
+			p->t_rx = now; /* the clock starts when we first look */
+		uint64_t silent = now - p->t_rx;
+		int waiting = p->acked_psn != p->next_psn || p->done_upto != p->next_msg_id;
+		uint64_t stuck = p->acked_psn != p->next_psn ? now - p->t_progress : 0;
+		if (silent <= e->timeout_ns && stuck <= e->timeout_ns) {
+			if (now - p->t_tx >= e->hb_ns && send_ctrl(e, g, CT_PKT_HEARTBEAT, 0, 0, 0) == GICE_OK)
+				p->t_tx = now;
+			continue;
+		}
+		if (silent <= e->timeout_ns && !waiting)
+			continue;
+		ct_event_t ev = {.status = silent > e->timeout_ns ? GICE_ERR_PEER_DEAD : GICE_ERR_TIMED_OUT,
+				 .device_gid = e->attr.gid, .peer_gid = g, .ct = UINT32_MAX, .trigger = UINT32_MAX,
+				 .counter = UINT32_MAX, .waited_ns = silent > e->timeout_ns ? silent : stuck,
+				 .psn_acked = p->acked_psn, .psn_next = p->next_psn, .retransmits = p->retx};
+		const ct_msg_t *m = oldest_to(e, p);
+		int len = snprintf(ev.text, sizeof(ev.text), "device %u: peer device %u %s %llu ms (timeout %llu ms)",
+				   e->attr.gid, g, silent > e->timeout_ns ? "silent for" : "acknowledged nothing for",
+				   (unsigned long long)(ev.waited_ns / 1000000),
+				   (unsigned long long)(e->timeout_ns / 1000000));
+		len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
+				"; psn acked %u of %u sent, %llu retransmits", p->acked_psn, p->next_psn,
+				(unsigned long long)p->retx);
+		if (m) {
+			ev.op_name = kind_name(m->kind);
+			ev.bytes = m->len;
+			ev.msg_id = m->msg_id;
+			ev.trigger = m->trig;
+			ev.threshold = m->thresh;
+			ev.counter = m->counter;
+			if (m->counter != TM_NONE)
+				ev.counter_value = tm_counter_read(e->attr.tm, m->counter);
+			len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
+					"; oldest: %s of %llu B, msg %u, psn %u..%u", ev.op_name,
+					(unsigned long long)m->len, m->msg_id, m->first_psn, m->last_psn);
+			if (m->trig != TM_NONE)
+				len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
+						", fired by trigger %u at %llu", m->trig, (unsigned long long)m->thresh);
+			if (m->counter != TM_NONE)
+				len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
+						", completion counter %u expected %llu found %llu", m->counter,
+						(unsigned long long)ev.counter_value + 1,
+						(unsigned long long)ev.counter_value);
+		}
+		ev.n_ops = ct_peer_fail(e, g, ev.status, NULL);
+		ct_stat_add(&e->st.peers_dead, ev.status == GICE_ERR_PEER_DEAD);
+		if (len < (int)sizeof(ev.text))
+			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %u operation(s) failed with %s", ev.n_ops,
+				 gice_status_name(ev.status));
+		gice_log(ev.n_ops ? GICE_LOG_ERROR : GICE_LOG_WARN, "watchdog", "%s", ev.text);
+		if (cb)
+			cb(&ev, arg);
+		events++;
+	}
+	ct_link_unlock(e);
+	return events;
+}
+
+/* Device closing: tell every peer, so they stop waiting for us (best effort). Not over shm:
+ * libfabric 1.17's shm can crash sending to a peer that has closed its endpoint, and a
+ * concurrent close cannot be ruled out; shm peers learn it from the silence. */
+void ct_link_bye(ct_engine_t *e)
+{
+	if (!strncmp(e->attr.ep->provider, "shm", 3))
+		return;
+	ct_link_lock(e);
+	for (uint32_t g = 0; g < e->max_peers; g++)
+		if (e->peers[g].present && !e->peers[g].dead && g != e->attr.gid)
+			(void)send_ctrl(e, g, CT_PKT_BYE, 0, 0, 0);
+	ct_link_unlock(e);
 }
 
 /* Engine teardown (threads stopped): every live message completes with GICE_ERR_CANCELED. */

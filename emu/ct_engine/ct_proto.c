@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "emu/common/common.h"
+#include "emu/common/crc32c.h"
 
 _Static_assert(sizeof(ct_hdr_t) == CT_HDR_BYTES, "host view mirrors the wire layout");
 
@@ -64,6 +65,26 @@ const char *ct_pkt_name(unsigned op)
 #undef CT_PKT_NAME_
 	}
 	return "UNKNOWN";
+}
+
+uint32_t ct_proto_csum(const void *hdr, const void *payload, size_t plen)
+{
+	static const uint8_t zero[4];
+	const uint8_t *h = hdr;
+	uint32_t c = gice_crc32c(0, h, CT_HDR_CSUM_OFF);
+
+	c = gice_crc32c(c, zero, 4);
+	c = gice_crc32c(c, h + CT_HDR_CSUM_OFF + 4, CT_HDR_BYTES - CT_HDR_CSUM_OFF - 4);
+	return plen ? gice_crc32c(c, payload, plen) : c;
+}
+
+int ct_proto_csum_ok(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	if (len < CT_HDR_BYTES)
+		return 0;
+	return ct_proto_csum(p, p + CT_HDR_BYTES, len - CT_HDR_BYTES) == get32(p, CT_HDR_CSUM_OFF);
 }
 
 static int bad(const char **why, const char *what)

@@ -24,7 +24,9 @@
 	X(CT_PKT_ACK, 6, "ACK")                 /* psn = every psn below it received */ \
 	X(CT_PKT_NACK, 7, "NACK")               /* msg_id failed with status */ \
 	X(CT_PKT_PUT_RTS, 8, "PUT_RTS")         /* put of msg_len bytes: read them at aux */ \
-	X(CT_PKT_PUT_DONE, 9, "PUT_DONE")       /* the read of PUT_RTS aux ended with status */
+	X(CT_PKT_PUT_DONE, 9, "PUT_DONE")       /* the read of PUT_RTS aux ended with status */ \
+	X(CT_PKT_HEARTBEAT, 10, "HEARTBEAT")    /* unsequenced: "still here" when idle */ \
+	X(CT_PKT_BYE, 11, "BYE")                /* unsequenced: the sender's device is closing */
 
 enum ct_pkt_op {
 #define CT_PKT_ENUM_(n, v, s) n = v,
@@ -40,7 +42,8 @@ enum ct_pkt_flags {
 	CT_HF_SIG_ADD = 1u << 3, /* signal adds value (else sets it) */
 	CT_HF_STRONG = 1u << 4,  /* signal waits until every earlier message from this peer landed */
 	CT_HF_CSWAP = 1u << 5,   /* ATOMIC_REQ: compare (aux) and swap (value); else fetch-add */
-	CT_HF_KNOWN_ = (1u << 6) - 1
+	CT_HF_CSUM = 1u << 6,    /* csum holds the CRC32C of header (csum zero) and payload */
+	CT_HF_KNOWN_ = (1u << 7) - 1
 };
 
 /* Host-order view of the header. On the wire every field is little-endian at the offset in
@@ -55,7 +58,8 @@ typedef struct {
 	uint32_t dst_gid;     /* 12 receiving device */
 	uint32_t conn_id;     /* 16 sender's connection id */
 	uint32_t msg_id;      /* 20 per (src, dst) message sequence */
-	uint32_t psn;         /* 24 per (src, dst) packet sequence; ACK: cumulative */
+	uint32_t psn;         /* 24 per (src, dst) packet sequence; ACK: cumulative (every psn
+			       *    below it received) */
 	uint32_t payload_len; /* 28 bytes after the header */
 	uint64_t rkey;        /* 32 target region key */
 	uint64_t roff;        /* 40 offset of the message start in the region */
@@ -63,8 +67,10 @@ typedef struct {
 	uint32_t moff;        /* 52 offset of this payload in the message */
 	uint32_t sig_id;      /* 56 target signal counter (CT_HF_SIGNAL) */
 	int32_t status;       /* 60 NACK / responses: gice_status_t */
-	uint64_t value;       /* 64 signal value, atomic operand or old value, get length */
-	uint64_t aux;         /* 72 atomic compare; responses: request msg id */
+	uint64_t value;       /* 64 signal value, atomic operand or old value, get length;
+			       *    ACK: the acker's next psn towards us (completion fence) */
+	uint64_t aux;         /* 72 atomic compare; responses: request msg id; ACK: selective
+			       *    ack, bit i = psn (cumulative + 1 + i) received */
 	uint32_t job;         /* 80 reserved for the job authentication value; zero */
 	uint32_t csum;        /* 84 CRC32C of header and payload when enabled; else zero */
 	uint64_t reserved;    /* 88 zero */
@@ -78,5 +84,13 @@ void ct_proto_build(const ct_hdr_t *h, void *buf);
  * *why (may be NULL) naming the failed check. Touches nothing but *h and *why. */
 int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why);
 const char *ct_pkt_name(unsigned op);
+/* CRC32C of a packet (header with the csum field taken as zero, then payload), as carried in
+ * csum under CT_HF_CSUM. hdr is the encoded header. */
+uint32_t ct_proto_csum(const void *hdr, const void *payload, size_t plen);
+/* Check the csum of an encoded packet of len bytes that carries CT_HF_CSUM: 1 if it matches. */
+int ct_proto_csum_ok(const void *buf, size_t len);
+/* Byte offset of the flags and csum fields in an encoded header. */
+#define CT_HDR_FLAGS_OFF 6
+#define CT_HDR_CSUM_OFF 84
 
 #endif
