@@ -5,6 +5,8 @@ set -eu
 
 pkgs="build-essential pkg-config libfabric-dev libfabric-bin liburing-dev check libsubunit-dev"
 pkgs="$pkgs iproute2 procps iputils-ping"
+# packet loss inside network namespaces (tests/test_netns_loss.sh; this kernel has no netem)
+pkgs="$pkgs nftables"
 # PMIx bootstrap, and Open MPI's mpirun for the test that launches gice through it
 pkgs="$pkgs libpmix-dev openmpi-bin"
 missing=""

@@ -6,4 +6,5 @@ TEST_SCRIPTS += test_netns
 TEST_SCRIPTS += test_mpirun
 TEST_SCRIPTS += test_demo
 TESTS += test_faults
+TEST_SCRIPTS += test_netns_loss
 TESTS += test_reliability

@@ -29,7 +29,7 @@ const gice_param_t ct_params[] = {
 	 GICE_PARAM_SIZE, 0, UINT32_MAX},
 	{"GICE_QOS_WEIGHTS", "8,4,2,1", "packets per turn of QoS classes 0..3 in the MPG weighted round robin",
 	 GICE_PARAM_STR, 0, 0},
-	{"GICE_RTO_MIN_US", "200", "smallest retransmission timeout (microseconds); the timeout follows the measured "
+	{"GICE_RTO_MIN_US", "1000", "smallest retransmission timeout (microseconds); the timeout follows the measured "
 	 "round trip (srtt + 4 rttvar) and doubles at each expiry", GICE_PARAM_U64, 10, 10000000},
 	{"GICE_RTO_MAX_US", "100000", "largest retransmission timeout (microseconds)", GICE_PARAM_U64, 100, 60000000},
 	{"GICE_RELIABLE", "auto",
@@ -716,6 +716,8 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info)
 	if (rc == GICE_OK) {
 		ct_peer_t *p = &e->peers[gid];
 		memset(p, 0, sizeof(*p));
+		p->cwnd = GICE_MIN(e->credits, GICE_MAX(e->ack_every, 16u));
+		p->ssthresh = e->credits;
 		p->tx = tx;
 		p->tx_mask = win - 1;
 		p->addr = fa;

@@ -74,6 +74,9 @@ typedef struct { /* link-private (under the link lock) */
 	uint32_t tx_mask;
 	uint64_t srtt, rttvar, rto;    /* ns */
 	uint32_t backoff;              /* RTO doublings since the last ack progress */
+	uint32_t cwnd, ssthresh;       /* congestion window in packets (reliable mode: AIMD) */
+	uint32_t cwnd_frac;            /* acked packets towards the next +1 in avoidance */
+	uint32_t recover;              /* no new window cut until acked passes this psn */
 	uint64_t t_progress;           /* last ack progress (or first packet outstanding) */
 	uint64_t t_rx, t_tx;           /* last packet heard from / sent to this peer */
 	uint64_t retx;                 /* packets sent again */

@@ -189,7 +189,8 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 			p->nack_unsent--;
 		return SEND_DONE;
 	}
-	if (p->next_psn - p->acked_psn >= e->credits)
+	if (p->next_psn - p->acked_psn >= e->credits ||
+	    (atomic_load_explicit(&e->reliable, memory_order_relaxed) && p->next_psn - p->acked_psn >= p->cwnd))
 		return SEND_BLOCKED;
 	if (!m->started) {
 		if (m->kind <= MK_AMO) {
@@ -436,6 +437,38 @@ static uint64_t peer_rto(const ct_engine_t *e, const ct_peer_t *p)
 	return GICE_MIN(e->rto_max_ns, rto << GICE_MIN(p->backoff, 10u));
 }
 
+/* Congestion control (reliable mode only; a reliable provider does its own): additive increase,
+ * multiplicative decrease of the window of packets in flight, as TCP Reno. A datagram socket
+ * overflows silently when too much is in flight; the window finds what the path holds. */
+static void cwnd_grow(ct_engine_t *e, ct_peer_t *p, uint32_t acked)
+{
+	if (p->cwnd < p->ssthresh) {
+		p->cwnd += acked; /* slow start */
+	} else {
+		p->cwnd_frac += acked;
+		while (p->cwnd_frac >= p->cwnd) {
+			p->cwnd_frac -= p->cwnd;
+			p->cwnd++;
+		}
+	}
+	if (p->cwnd > e->credits)
+		p->cwnd = e->credits;
+}
+
+static void cwnd_cut(ct_engine_t *e, ct_peer_t *p, int timeout)
+{
+	/* never below the receiver's ack interval, or a full window would wait for a timeout */
+	uint32_t floor = GICE_MIN(GICE_MAX(e->ack_every, 4u), e->credits);
+
+	if (!timeout && psn_before(p->acked_psn, p->recover))
+		return; /* one cut per window of loss */
+	uint32_t flight = p->next_psn - p->acked_psn;
+	p->ssthresh = GICE_MAX(flight / 2, floor);
+	p->cwnd = timeout ? floor : p->ssthresh;
+	p->cwnd_frac = 0;
+	p->recover = p->next_psn;
+}
+
 /* Complete the waiting messages whose every packet is below cum. */
 static void complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
 {
@@ -465,34 +498,39 @@ static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, u
 		ct_txrec_t *last = &p->tx[(cum - 1) & p->tx_mask];
 		if (last->tries == 1 && now > last->t_tx) /* Karn: no samples from retransmissions */
 			rto_update(e, p, now - last->t_tx);
+		cwnd_grow(e, p, cum - p->acked_psn);
 		p->acked_psn = cum;
 		p->backoff = 0;
 		p->t_progress = now;
 	}
 	if (sack && atomic_load_explicit(&e->reliable, memory_order_relaxed)) {
-		uint32_t above = 0, high = cum;
+		uint32_t n = 0;
 		for (uint32_t i = 0; i < 64; i++) {
 			uint32_t psn = cum + 1 + i;
 			if (!psn_before(psn, p->next_psn))
 				break;
-			if ((sack >> i) & 1) {
+			if ((sack >> i) & 1)
 				p->tx[psn & p->tx_mask].sacked = 1;
-				above++;
-				high = psn;
-			}
+			n++;
 		}
-		/* fast retransmit: three later packets arrived past a hole; send each hole once per
-		 * round trip */
-		if (above >= 3 || (above && high + 1 == p->next_psn)) {
-			uint64_t gap = p->srtt ? p->srtt : e->rto_min_ns;
-			for (uint32_t psn = cum; psn_before(psn, high); psn++) {
-				ct_txrec_t *tr = &p->tx[psn & p->tx_mask];
-				if (tr->sacked || now - tr->t_tx < gap)
-					continue;
-				if (retransmit(e, p, psn, now) != GICE_OK)
-					break;
-				ct_stat_add(&e->st.fast_retx, 1);
+		/* fast retransmit: a packet is lost once three packets sent after it have arrived
+		 * (dupthresh); send it again at most once per retransmission timeout */
+		uint32_t above = 0, cut = 0;
+		uint64_t rto = peer_rto(e, p);
+		for (uint32_t i = n + 1; i-- > 0;) {
+			uint32_t psn = cum + i;
+			ct_txrec_t *tr = &p->tx[psn & p->tx_mask];
+			if (tr->sacked && psn != cum) {
+				above++;
+				continue;
 			}
+			if (above < 3 || (tr->tries > 1 && now - tr->t_tx < rto))
+				continue;
+			if (!cut++)
+				cwnd_cut(e, p, 0);
+			if (retransmit(e, p, psn, now) != GICE_OK)
+				break;
+			ct_stat_add(&e->st.fast_retx, 1);
 		}
 	}
 	if (!psn_before(p->rx_next_psn, fence)) {
@@ -520,13 +558,18 @@ static int check_rto(ct_engine_t *e, uint64_t now)
 			continue;
 		ct_stat_add(&e->st.rto_expired, 1);
 		p->backoff++;
-		for (uint32_t psn = p->acked_psn; psn != p->next_psn; psn++) {
+		cwnd_cut(e, p, 1);
+		/* send again the oldest packets the receiver lacks, a window's worth (slow start
+		 * restarts from there; selective acks recover the rest) */
+		uint32_t budget = p->cwnd;
+		for (uint32_t psn = p->acked_psn; psn != p->next_psn && budget; psn++) {
 			ct_txrec_t *tr = &p->tx[psn & p->tx_mask];
 			/* the cumulative point itself is missing by definition, whatever a sack said */
-			if ((tr->sacked && psn != p->acked_psn) || now - tr->t_tx < rto / 2)
+			if ((tr->sacked && psn != p->acked_psn) || now - tr->t_tx < rto)
 				continue;
 			if (retransmit(e, p, psn, now) != GICE_OK)
 				break;
+			budget--;
 			n++;
 		}
 	}
@@ -836,21 +879,28 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	const char *why;
 	ct_peer_t *p;
 
+	/* the checksum first (when on, or claimed): a corrupted header is a checksum failure */
+	if ((atomic_load_explicit(&e->csum, memory_order_relaxed) ||
+	     (len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM))) &&
+	    !((buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM) && ct_proto_csum_ok(buf, len))) {
+		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_csum_bad, 1, memory_order_relaxed);
+		if (n < 10 || n % 1000 == 0) /* per-packet path: rate-limited */
+			gice_warn("ct", "dropped a packet of %zu bytes: %s (%llu so far)", len,
+				  len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM)
+					  ? "CRC32C mismatch" : "no checksum (GICE_CHECKSUM is on)",
+				  (unsigned long long)n + 1);
+		return;
+	}
 	if (ct_proto_parse(buf, len, &h, &why)) {
 		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_bad, 1, memory_order_relaxed);
-		if (n < 10 || n % 1000 == 0) /* per-packet path: rate-limited */
+		if (n < 10 || n % 1000 == 0)
 			gice_warn("ct", "dropped a malformed packet of %zu bytes: %s (%llu so far)", len, why,
 				  (unsigned long long)n + 1);
 		return;
 	}
-	if ((h.flags & CT_HF_CSUM) ? !ct_proto_csum_ok(buf, len) : atomic_load_explicit(&e->csum, memory_order_relaxed)) {
-		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_csum_bad, 1, memory_order_relaxed);
-		if (n < 10 || n % 1000 == 0)
-			gice_warn("ct", "dropped %s psn %u from device %u: %s (%llu so far)", ct_pkt_name(h.op), h.psn,
-				  h.src_gid, (h.flags & CT_HF_CSUM) ? "CRC32C mismatch" : "no checksum (GICE_CHECKSUM is on)",
-				  (unsigned long long)n + 1);
-		return;
-	}
+	if (h.src_gid < e->max_peers && e->peers[h.src_gid].dead && h.dst_gid == e->attr.gid &&
+	    (h.op == CT_PKT_BYE || h.op == CT_PKT_HEARTBEAT || h.op == CT_PKT_ACK))
+		return; /* late control packets of a peer we gave up on */
 	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present ||
 	    e->peers[h.src_gid].dead) {
 		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_unknown, 1, memory_order_relaxed);
