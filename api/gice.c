@@ -72,6 +72,7 @@ struct gice_device {
 	fab_mr_info_t mr; /* device memory for peers' rendezvous reads */
 	int has_mr;
 	int host_mode;    /* GICE_MODE=host: kernels' operations wait for the kernel's end */
+	int live;         /* (g.lock) its engine and SMs run: others may wire to it and watch it */
 };
 
 struct gice_stream {
@@ -194,7 +195,7 @@ static void *watchdog_main(void *arg)
 		w.n = 0;
 		pthread_mutex_lock(&g.lock);
 		for (uint64_t i = 0; g.devs && i < g.max_devices; i++)
-			if (g.devs[i] && g.devs[i]->smt) /* fully open */
+			if (g.devs[i] && g.devs[i]->live)
 				ct_engine_watch(g.devs[i]->ct, g.on_timeout, wd_collect, &w);
 		pthread_mutex_unlock(&g.lock);
 		for (uint32_t i = 0; i < w.n; i++)
@@ -346,7 +347,7 @@ static void print_stats(void)
 	gice_stats_t t = g.closed_stats, st;
 
 	for (uint64_t i = 0; i < g.max_devices; i++)
-		if (g.devs[i] && g.devs[i]->smt && gice_device_stats(g.devs[i], &st) == GICE_OK)
+		if (g.devs[i] && g.devs[i]->live && gice_device_stats(g.devs[i], &st) == GICE_OK)
 			stats_add(&t, &st);
 	fprintf(stderr,
 		"gice stats: rank %u: packets tx %llu rx %llu, bytes tx %llu rx %llu, ops done %llu failed %llu, "
@@ -526,7 +527,7 @@ static int wire_remote(gice_device_t *d)
 	for (uint32_t i = 0; i < g.n_remote && !rc; i++) {
 		rc = add_peer(d->ct, &g.remote[i], &g.remote_map[i]);
 		for (uint64_t j = 0; j < g.max_devices && !rc && i >= first_new; j++)
-			if (g.devs[j] && g.devs[j] != d && g.devs[j]->smt)
+			if (g.devs[j] && g.devs[j] != d && g.devs[j]->live)
 				rc = add_peer(g.devs[j]->ct, &g.remote[i], &g.remote_map[i]);
 	}
 	pthread_mutex_unlock(&g.lock);
@@ -623,9 +624,10 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 
 	/* wire peers both ways, including the device itself (loopback through its endpoint) */
 	pthread_mutex_lock(&g.lock);
+	d->live = 1;
 	for (uint64_t i = 0; i < g.max_devices && !rc; i++) {
 		gice_device_t *p = g.devs[i];
-		if (!p || (p != d && !p->smt))
+		if (!p || !p->live)
 			continue;
 		/* devices of one process share its address space: the NVLink plane is free */
 		ct_peer_info_t to_p = {.addr = p->addr, .addr_len = p->addr_len, .mr = p->has_mr ? &p->mr : NULL,
@@ -647,6 +649,9 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 	return GICE_OK;
 
 err_smt:
+	pthread_mutex_lock(&g.lock);
+	d->live = 0; /* out of the watchdog's sight */
+	pthread_mutex_unlock(&g.lock);
 	smt_destroy(d->smt);
 	d->smt = NULL;
 	ct_engine_destroy(d->ct);
@@ -674,9 +679,10 @@ int gice_device_close(gice_device_t *d)
 	smt_destroy(d->smt);
 	pthread_mutex_lock(&g.lock); /* out of the watchdog's sight first */
 	g.devs[d->index] = NULL;
+	d->live = 0;
 	/* the other devices of this process stop sending to it before its endpoint closes */
 	for (uint64_t i = 0; i < g.max_devices; i++)
-		if (g.devs[i] && g.devs[i]->smt)
+		if (g.devs[i] && g.devs[i]->live)
 			ct_peer_closed(g.devs[i]->ct, d->gid);
 	pthread_mutex_unlock(&g.lock);
 	if (gice_device_stats(d, &st) == GICE_OK) {

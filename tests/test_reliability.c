@@ -7,7 +7,8 @@
  *   with GICE_ON_TIMEOUT=fallback the host proxy finishes the work; abort aborts;
  * - across processes: a hung peer is reported within 2x GICE_TIMEOUT_MS and the waiter returns
  *   GICE_ERR_PEER_DEAD; a killed rank is detected by every other rank;
- * - GICE_MODE=host issues a kernel's put only after the kernel has ended (device mode: during).
+ * - GICE_MODE=host issues a kernel's put only after the kernel has ended (device mode: during);
+ * - GICE_STATS=1 prints the rank's fault and retransmission counters at gice_finalize.
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. */
 #include <check.h>
@@ -218,10 +219,66 @@ START_TEST(test_nack_under_loss)
 }
 END_TEST
 
+/* GICE_STATS=1: gice_finalize prints the rank's counters, and they are the API's. */
+START_TEST(test_stats_at_finalize)
+{
+	char path[] = "/tmp/gice-stats-XXXXXX";
+	int fd = mkstemp(path);
+	gice_stats_t sa, sb;
+
+	ck_assert_int_ge(fd, 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		gice_counter_t done;
+		dup2(fd, 2);
+		use_provider(0);
+		setenv("GICE_FAULTS", "drop=0.2,seed=3", 1);
+		setenv("GICE_STATS", "1", 1);
+		pair_open(MIB);
+		gice_counter_alloc(A, &done);
+		for (int i = 0; i < 200; i++) {
+			gice_op_t op = {.type = GICE_OP_PUT, .conn = ab, .local = abuf, .bytes = 512, .rkey = bkey,
+					.signal = GICE_NO_COUNTER, .completion = done};
+			gice_post(A, &op);
+		}
+		if (gice_counter_wait(A, done, GICE_CMP_GE, 200, 30000, NULL))
+			_exit(2);
+		gice_device_stats(A, &sa);
+		gice_device_stats(B, &sb);
+		/* what the line must say: the sums over both devices */
+		fprintf(stderr, "expect: faults dropped %llu\n", (unsigned long long)(sa.fault_drops + sb.fault_drops));
+		gice_device_close(A);
+		gice_device_close(B);
+		gice_finalize();
+		_exit(0);
+	}
+	int w;
+	ck_assert_int_eq(waitpid(pid, &w, 0), pid);
+	ck_assert(WIFEXITED(w) && WEXITSTATUS(w) == 0);
+	char buf[16384] = {0};
+	ck_assert_int_gt(pread(fd, buf, sizeof(buf) - 1, 0), 0);
+	close(fd);
+	unlink(path);
+	char *line = strstr(buf, "gice stats: rank 0:");
+	char *exp = strstr(buf, "expect: faults dropped ");
+	ck_assert_msg(line && exp, "output: %s", buf);
+	unsigned long long want = strtoull(exp + strlen("expect: faults dropped "), NULL, 10), got = 0, retx = 0;
+	char *f = strstr(line, "faults dropped "), *r = strstr(line, "retransmits ");
+	ck_assert(f && r);
+	got = strtoull(f + strlen("faults dropped "), NULL, 10);
+	retx = strtoull(r + strlen("retransmits "), NULL, 10);
+	/* the line is printed after the last packets (acks of the close) went out: at least */
+	ck_assert_uint_ge(got, want);
+	ck_assert_uint_gt(want, 0);
+	ck_assert_uint_gt(retx, 0);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the watchdog, one process */
 
 static struct {
-	_Atomic int n, status, fallback;
+	_Atomic int n, ready, status, fallback;
 	_Atomic uint32_t ct, peer, device;
 	char msg[700];
 } ev;
@@ -236,7 +293,17 @@ static void on_error(const gice_error_info_t *info, void *arg)
 		atomic_store(&ev.peer, info->peer);
 		atomic_store(&ev.device, info->device);
 		snprintf(ev.msg, sizeof(ev.msg), "%s", info->message);
+		atomic_store_explicit(&ev.ready, 1, memory_order_release); /* publishes the above */
 	}
+}
+
+/* Wait (up to 1 s) for the first event: the callback runs on the watchdog thread after the
+ * operations involved have been failed or taken over. */
+static int ev_wait(void)
+{
+	for (int i = 0; i < 100 && !atomic_load_explicit(&ev.ready, memory_order_acquire); i++)
+		usleep(10000);
+	return atomic_load_explicit(&ev.ready, memory_order_acquire);
 }
 
 /* CT stall_ct stalls from the start for good; a put on a connection of that CT. */
@@ -271,7 +338,7 @@ START_TEST(test_stall_error)
 	ck_assert_uint_eq(found, 0);
 	ck_assert_uint_lt(ms, 800);
 	ck_assert_int_eq(gice_device_quiet(A, 1000), GICE_ERR_CT_STALLED);
-	ck_assert_int_ge(atomic_load(&ev.n), 1);
+	ck_assert(ev_wait());
 	ck_assert_int_eq(atomic_load(&ev.status), GICE_ERR_CT_STALLED);
 	ck_assert_uint_eq(atomic_load(&ev.ct), 1);
 	ck_assert_int_eq(atomic_load(&ev.fallback), 0);
@@ -313,8 +380,7 @@ START_TEST(test_stall_fallback)
 	ck_assert_int_eq(gice_counter_wait(B, sig, GICE_CMP_GE, 16, 5000, NULL), GICE_OK);
 	ck_assert_int_eq(memcmp(abuf, bbuf, 4096), 0);
 	ck_assert_uint_lt(now_ms() - t0, 800);
-	for (int i = 0; i < 100 && !atomic_load(&ev.n); i++) /* the callback runs after the take-over */
-		usleep(10000);
+	ck_assert(ev_wait());
 	ck_assert_int_eq(atomic_load(&ev.status), GICE_ERR_CT_STALLED);
 	ck_assert_int_eq(atomic_load(&ev.fallback), 1);
 	ck_assert_msg(strstr(ev.msg, "fallback"), "diagnostic: %s", ev.msg);
@@ -475,8 +541,9 @@ struct shared {
 	uint32_t sig, pad;
 };
 
-/* rank 1 hangs (hang_rank=1@200ms: its CTs and link stop, no heartbeats); rank 0 puts to it
- * at 300 ms: the put's waiter gets GICE_ERR_PEER_DEAD within 2x GICE_TIMEOUT_MS (1 s). */
+/* rank 1 hangs (hang_rank=1@1s: its CTs and link stop, no heartbeats; late enough that a slow
+ * start under a sanitizer is over); rank 0 puts to it 1.1 s after its start: the put's waiter
+ * gets GICE_ERR_PEER_DEAD within 2x GICE_TIMEOUT_MS (1 s). */
 static int hang_rank_fn(int rank, int size)
 {
 	gice_device_t *d;
@@ -486,19 +553,21 @@ static int hang_rank_fn(int rank, int size)
 
 	(void)size;
 	FAILIF(gice_init(), "init");
+	uint64_t t_init = now_ms();
 	FAILIF(gice_device_open(NULL, &d), "open");
 	FAILIF(gice_mem_alloc(d, MIB, &p) || gice_mem_register(d, p, MIB, &me.key), "mem");
 	FAILIF(gice_counter_alloc(d, &me.sig) || gice_counter_alloc(d, &done), "counters");
 	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
 	if (rank == 1) {
 		/* hung: our own wait for data that never comes times out, it does not hang */
-		int rc = gice_counter_wait(d, me.sig, GICE_CMP_GE, 1, 1500, NULL);
+		int rc = gice_counter_wait(d, me.sig, GICE_CMP_GE, 1, 2500, NULL);
 		FAILIF(rc != GICE_ERR_TIMED_OUT, "hung rank's wait: %s", gice_status_name(rc));
 	} else {
 		gice_conn_t c;
 		gice_counter_state_t cs;
 		FAILIF(gice_conn_open(d, gice_device_id_of(1, 0), NULL, &c), "conn");
-		usleep(300000);
+		while (now_ms() - t_init < 1100)
+			usleep(10000);
 		gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p, .bytes = 64, .rkey = all[1].key,
 				.signal = GICE_NO_COUNTER, .completion = done};
 		uint64_t t0 = now_ms();
@@ -522,7 +591,7 @@ START_TEST(test_hung_peer)
 {
 	int st[2];
 
-	run_job(2, hang_rank_fn, _i ? "tcp" : "shm", "hang_rank=1@200ms", st);
+	run_job(2, hang_rank_fn, _i ? "tcp" : "shm", "hang_rank=1@1s", st);
 	ck_assert_int_eq(st[0], 0);
 	ck_assert_int_eq(st[1], 0);
 }
@@ -589,6 +658,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, test_put_storm, 0, 2);
 	tcase_add_loop_test(tc, test_exchange_64m, 0, 2);
 	tcase_add_loop_test(tc, test_nack_under_loss, 0, 2);
+	tcase_add_test(tc, test_stats_at_finalize);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("watchdog");
 	tcase_set_timeout(tc, 60);

@@ -21,6 +21,7 @@ enum { NEED_ACK = 1, NEED_RESP = 2 };
 typedef struct {
 	uint8_t kind, qos, rflags, need;
 	uint8_t live, started, rndv;
+	uint8_t nack_unsent; /* MK_NACK: counted in its peer's nack_unsent */
 	uint32_t owner;   /* CT index whose pool holds it, or CT_NIL for the link pool */
 	uint32_t conn, peer, msg_id, counter, sig_id, first_psn, last_psn, mtu, next;
 	uint32_t trig;    /* counter whose trigger fired it (armed descriptor), or TM_NONE */

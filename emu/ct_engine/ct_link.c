@@ -153,12 +153,24 @@ static ct_msg_t *queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint
 static void send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 {
 	ct_stat_add(&e->st.nacks_sent, 1);
-	if (!queue_response(e, MK_NACK, gid, 0, msg_id, 0, status)) {
+	ct_msg_t *m = queue_response(e, MK_NACK, gid, 0, msg_id, 0, status);
+
+	if (!m) {
 		gice_error("ct", "no response entry: NACK of message %u to device %u (%s) lost", msg_id, gid,
 			   gice_status_name(status));
 		return;
 	}
+	m->nack_unsent = 1;
 	e->peers[gid].nack_unsent++;
+}
+
+/* A NACK got its psn (or will never be sent): ACKs to its peer may go again. */
+static void nack_done(ct_engine_t *e, ct_msg_t *m)
+{
+	if (m->nack_unsent) {
+		m->nack_unsent = 0;
+		e->peers[m->peer].nack_unsent--;
+	}
 }
 
 static void flush_ctrl(ct_engine_t *e)
@@ -185,8 +197,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		if (!m->status)
 			m->status = p->dead_status;
 		m->need = 0;
-		if (m->kind == MK_NACK)
-			p->nack_unsent--;
+		nack_done(e, m);
 		return SEND_DONE;
 	}
 	if (p->next_psn - p->acked_psn >= e->credits ||
@@ -288,8 +299,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 			m->status = rc;
 		/* count the packet as sent: the peer will never ack it, so fail the message now */
 		m->need = 0;
-		if (m->kind == MK_NACK)
-			p->nack_unsent--;
+		nack_done(e, m);
 		return SEND_DONE;
 	}
 	tr->poff = payload ? (uint64_t)((const uint8_t *)payload - e->base) : 0;
@@ -303,8 +313,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		m->t_first_tx = p->t_tx;
 		m->first_psn = h.psn;
 	}
-	if (m->kind == MK_NACK)
-		p->nack_unsent--;
+	nack_done(e, m);
 	p->next_psn++;
 	m->sent += plen;
 	ct_stat_add(&e->st.tx_pkts, 1);
@@ -1047,8 +1056,7 @@ static void fail_msg(ct_engine_t *e, uint32_t idx, int status)
 	if (!m->status)
 		m->status = status;
 	m->need = 0;
-	if (m->kind == MK_NACK)
-		e->peers[m->peer].nack_unsent--;
+	nack_done(e, m);
 	if (m->kind <= MK_AMO)
 		ct_stat_add(&e->st.timed_out, status == GICE_ERR_TIMED_OUT);
 	complete_msg(e, idx);
