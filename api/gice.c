@@ -178,7 +178,7 @@ static void wd_report(const ct_event_t *e)
  * sends heartbeats); the fault schedule kills this rank when told to. */
 static void *watchdog_main(void *arg)
 {
-	uint64_t period = GICE_MAX(GICE_MIN(g.timeout_ns / 10, 50000000ull), 1000000ull);
+	uint64_t period = GICE_MAX(GICE_MIN(g.timeout_ns / 10, 100000000ull), 1000000ull);
 	struct wd_events w;
 
 	(void)arg;

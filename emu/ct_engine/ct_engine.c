@@ -518,7 +518,8 @@ static void *ct_thread(void *arg)
 		}
 		/* Sleep on the doorbell. Messages in flight need polling for acks: sleep briefly. CT 0
 		 * also polls the fabric for arriving packets while idle. */
-		uint64_t timeout = 50000000ull; /* a heartbeat for the watchdog even when idle */
+		/* come round now and then even when idle: the watchdog reads that as a heartbeat */
+		uint64_t timeout = GICE_MIN(100000000ull, e->timeout_ns / 8);
 		if (t->idx == 0)
 			timeout = ct_link_busy(e) || atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed)
 					  ? 20000 : e->poll_ns;
