@@ -97,6 +97,7 @@ static struct {
 	/* watchdog and faults */
 	gice_faults_t faults;
 	uint64_t t0_ns;
+	_Atomic uint64_t kill_at_ns; /* this rank SIGKILLs itself then (fault injection); 0: never */
 	int on_timeout, host_mode, stats;
 	pthread_t watchdog;
 	int watchdog_on;
@@ -187,9 +188,10 @@ static void *watchdog_main(void *arg)
 		struct timespec ts = {(time_t)(period / 1000000000ull), (long)(period % 1000000000ull)};
 		nanosleep(&ts, NULL);
 		uint64_t now = gice_now_ns();
-		if (g.faults.kill_rank == (int32_t)g.rank && now >= g.t0_ns + g.faults.kill_at_ns) {
-			fprintf(stderr, "gice: rank %u: fault injection kill_rank=%u@%llums: killing this process\n",
-				g.rank, g.rank, (unsigned long long)(g.faults.kill_at_ns / 1000000));
+		uint64_t kill_at = atomic_load(&g.kill_at_ns);
+		if (kill_at && now >= kill_at) {
+			fprintf(stderr, "gice: rank %u: fault injection kill_rank=%u: killing this process %llu ms after "
+				"gice_init\n", g.rank, g.rank, (unsigned long long)((now - g.t0_ns) / 1000000));
 			raise(SIGKILL);
 		}
 		w.n = 0;
@@ -277,6 +279,7 @@ int gice_init(void)
 		return rc;
 	}
 	g.t0_ns = gice_now_ns();
+	atomic_store(&g.kill_at_ns, 0);
 	g.devs = calloc(g.max_devices, sizeof(*g.devs));
 	if (!g.devs) {
 		g.refs = 0;
@@ -293,6 +296,8 @@ int gice_init(void)
 	}
 	g.rank = boot_rank(g.boot);
 	g.size = boot_size(g.boot);
+	if (g.faults.kill_rank == (int32_t)g.rank)
+		atomic_store(&g.kill_at_ns, g.t0_ns + GICE_MAX(g.faults.kill_at_ns, 1ull));
 	host_identity(g.host, sizeof(g.host));
 	g.opened = 0;
 	memset(&g.closed_stats, 0, sizeof(g.closed_stats));
@@ -1325,6 +1330,7 @@ int gice_device_stats(gice_device_t *d, gice_stats_t *st)
 
 int gice_faults_set(gice_device_t *d, const char *spec)
 {
+	uint64_t now = gice_now_ns();
 	gice_faults_t f;
 	int rc;
 
@@ -1332,10 +1338,32 @@ int gice_faults_set(gice_device_t *d, const char *spec)
 		return GICE_ERR_INVALID;
 	if ((rc = gice_faults_parse(spec, &f)))
 		return rc;
+	for (uint32_t i = 0; i < f.n_stall; i++)
+		if (f.stall[i].ct >= d->n_cts) {
+			gice_error("fault", "gice_faults_set(\"%s\"): device %u has CTs 0..%u", spec, d->gid, d->n_cts - 1);
+			return GICE_ERR_INVALID;
+		}
 	if ((rc = fab_fault_set(d->ep, &f)))
 		return rc;
 	if (gice_faults_any_net(&f))
 		ct_engine_set_reliable(d->ct, 1, f.corrupt > 0 ? 1 : -1);
+	/* times count from now */
+	for (uint32_t i = 0; i < f.n_stall; i++)
+		ct_engine_fault_stall(d->ct, f.stall[i].ct, now + f.stall[i].at_ns, f.stall[i].dur_ns);
+	if (f.hang_rank == (int32_t)g.rank) {
+		pthread_mutex_lock(&g.lock);
+		for (uint64_t i = 0; i < g.max_devices; i++)
+			if (g.devs[i] && g.devs[i]->live)
+				ct_engine_fault_hang(g.devs[i]->ct, now + f.hang_at_ns);
+		pthread_mutex_unlock(&g.lock);
+	}
+	if (f.kill_rank == (int32_t)g.rank)
+		atomic_store(&g.kill_at_ns, now + GICE_MAX(f.kill_at_ns, 1ull));
+	if (f.n_stall || f.hang_rank >= 0 || f.kill_rank >= 0 || gice_faults_any_net(&f)) {
+		char text[256];
+		gice_faults_format(&f, text, sizeof(text));
+		gice_warn("fault", "device %u: injecting faults from now: %s", d->gid, text);
+	}
 	return GICE_OK;
 }
 

@@ -277,10 +277,13 @@ typedef void (*gice_error_cb_t)(const gice_error_info_t *info, void *arg);
 /* Called on the watchdog thread for every event (NULL: none). The info is valid during the
  * call only. The callback may call gice functions except gice_finalize. */
 int gice_set_error_callback(gice_error_cb_t cb, void *arg);
-/* Replace the network faults injected on dev's sends (GICE_FAULTS syntax; the stall, hang and
- * kill keys are only read from GICE_FAULTS at gice_init). NULL or "" stops injecting. It turns
- * gice's own retransmission on for dev (and CRC32C when it corrupts); receivers check CRC32C
- * only with GICE_CHECKSUM=1 or a corrupting GICE_FAULTS. GICE_ERR_CONFIG on a bad spec. */
+/* Inject faults from now on (GICE_FAULTS syntax, times counted from this call): the network
+ * faults replace those on dev's sends (NULL or "" stops them); stall_ct=C@T+D stalls CT C of
+ * dev; hang_rank/kill_rank naming this rank hang every device of the process / kill it. Network
+ * faults turn gice's own retransmission on for dev (and CRC32C when they corrupt); receivers
+ * check CRC32C only with GICE_CHECKSUM=1 or a corrupting GICE_FAULTS. GICE_ERR_CONFIG on a bad
+ * spec, GICE_ERR_INVALID for a CT dev does not have, GICE_ERR_UNSUPPORTED for reorder or delay
+ * on an endpoint opened ordered (name them in GICE_FAULTS). */
 int gice_faults_set(gice_device_t *dev, const char *spec);
 
 /* Every configuration parameter, for gice-info -c. cb is called once per parameter. */

@@ -372,6 +372,28 @@ START_TEST(failing_rank_is_named_and_the_others_are_killed)
 }
 END_TEST
 
+START_TEST(keep_going_lets_the_others_finish)
+{
+	char cmd[512];
+	run_t r;
+
+	/* rank 1 fails at once; the others finish their work later and say so */
+	snprintf(cmd, sizeof(cmd),
+		 "d=%s; if [ $GICE_RANK = 1 ]; then exit 3; fi; sleep 0.5; echo done > $d/done.$GICE_RANK", tmpdir);
+	RUN(&r, "--keep-going", "-n", "3", "sh", "-c", cmd);
+	ck_assert_msg(run_code(&r) == 3, "exit %d, stderr: %s", run_code(&r), r.err);
+	ck_assert_msg(r.secs >= 0.5, "took only %.2f s: the others were killed", r.secs);
+	ck_assert_msg(strstr(r.err, "gicerun: rank 1 (pid ") && strstr(r.err, ") exited with status 3\n"),
+		      "stderr: %s", r.err);
+	for (int i = 0; i < 3; i += 2) {
+		char path[128];
+		snprintf(path, sizeof(path), "%s/done.%d", tmpdir, i);
+		ck_assert_msg(read_file(path), "rank %d did not finish", i);
+	}
+	run_free(&r);
+}
+END_TEST
+
 START_TEST(rank_killed_by_a_signal_gives_128_plus_signal)
 {
 	run_t r;
@@ -674,6 +696,7 @@ int main(int argc, char **argv)
 		 tmpdir_remove);
 	add_case(s, "whole_lines", lines_are_never_interleaved, tmpdir_make, tmpdir_remove);
 	add_case(s, "failing_rank", failing_rank_is_named_and_the_others_are_killed, tmpdir_make, tmpdir_remove);
+	add_case(s, "keep_going", keep_going_lets_the_others_finish, tmpdir_make, tmpdir_remove);
 	add_case(s, "killed_rank", rank_killed_by_a_signal_gives_128_plus_signal, tmpdir_make, tmpdir_remove);
 	add_case(s, "unrunnable_program", unrunnable_program_is_named, tmpdir_make, tmpdir_remove);
 	add_case(s, "sigterm_forwarded", sigterm_is_forwarded_to_the_ranks, tmpdir_make, tmpdir_remove);

@@ -4,7 +4,8 @@
  * - failed puts (bad key) under loss complete with exactly GICE_ERR_BAD_KEY, good ones with OK:
  *   a NACK is never overtaken by the ack that covers its put;
  * - a stalled CT is reported within 2x GICE_TIMEOUT_MS and its waiters get GICE_ERR_CT_STALLED;
- *   with GICE_ON_TIMEOUT=fallback the host proxy finishes the work; abort aborts;
+ *   with GICE_ON_TIMEOUT=fallback the host proxy finishes the work; abort aborts; a stall set
+ *   through gice_faults_set delays a put by its length;
  * - across processes: a hung peer is reported within 2x GICE_TIMEOUT_MS and the waiter returns
  *   GICE_ERR_PEER_DEAD; a killed rank is detected by every other rank;
  * - GICE_MODE=host issues a kernel's put only after the kernel has ended (device mode: during);
@@ -393,6 +394,34 @@ START_TEST(test_stall_fallback)
 }
 END_TEST
 
+/* gice_faults_set stalls a CT from now: a put on it waits the stall out (shorter than the
+ * watchdog's half timeout: no event) and completes; bad specs get exact errors. */
+START_TEST(test_api_stall)
+{
+	gice_conn_t c1;
+	gice_counter_t done;
+
+	setenv("GICE_TIMEOUT_MS", "2000", 1);
+	pair_open(MIB);
+	ck_assert_int_eq(gice_set_error_callback(on_error, NULL), GICE_OK);
+	ck_assert_int_eq(gice_conn_open(A, gice_device_id(B), NULL, &c1), GICE_OK);
+	ck_assert_uint_eq(c1 % 2, 1);
+	ck_assert_int_eq(gice_counter_alloc(A, &done), GICE_OK);
+	ck_assert_int_eq(gice_faults_set(A, "stall_ct=9@0+1ms"), GICE_ERR_INVALID);
+	ck_assert_int_eq(gice_faults_set(A, "stall=1"), GICE_ERR_CONFIG);
+	ck_assert_int_eq(gice_faults_set(A, "stall_ct=1@0+300ms"), GICE_OK);
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = c1, .local = abuf, .bytes = 100, .rkey = bkey,
+			.signal = GICE_NO_COUNTER, .completion = done};
+	uint64_t t0 = now_ms();
+	ck_assert_int_eq(gice_post(A, &op), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, 5000, NULL), GICE_OK);
+	uint64_t ms = now_ms() - t0;
+	ck_assert_msg(ms >= 250 && ms < 1000, "the put completed after %llu ms", (unsigned long long)ms);
+	ck_assert_int_eq(atomic_load(&ev.n), 0);
+	pair_close();
+}
+END_TEST
+
 /* GICE_ON_TIMEOUT=abort: the process aborts with the diagnostic. */
 START_TEST(test_stall_abort)
 {
@@ -665,6 +694,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_stall_error);
 	tcase_add_loop_test(tc, test_stall_fallback, 0, 2);
 	tcase_add_test(tc, test_stall_abort);
+	tcase_add_test(tc, test_api_stall);
 	tcase_add_loop_test(tc, test_hung_peer, 0, 2);
 	tcase_add_loop_test(tc, test_killed_rank, 0, 2);
 	suite_add_tcase(s, tc);

@@ -59,6 +59,8 @@ static void usage(FILE *f)
 		"  --netns LIST          run rank r in network namespace LIST[r %% count] (/run/netns/NAME)\n"
 		"  --port P              bootstrap TCP port (1..65535; default: a free port)\n"
 		"  --timeout SEC         kill the job after SEC seconds and exit 124\n"
+		"  --keep-going          when a rank fails, let the others run on (to watch them notice,\n"
+		"                        e.g. under GICE_FAULTS=kill_rank=...); exit with the first failure\n"
 		"  -h, --help            print this help\n",
 		MAX_RANKS, MAX_DEVICES);
 }
@@ -117,6 +119,7 @@ static struct {
 	char *netns_buf;            /* the --netns argument, split in place */
 	char **netns;
 	int nnetns;
+	int keep_going;
 	char **argv; /* prog args... */
 } opt = {.devices = 1};
 
@@ -154,6 +157,7 @@ static int parse_args(int argc, char **argv)
 					   {"netns", required_argument, 0, 'N'},
 					   {"port", required_argument, 0, 'p'},
 					   {"timeout", required_argument, 0, 't'},
+					   {"keep-going", no_argument, 0, 'k'},
 					   {"help", no_argument, 0, 'h'},
 					   {0, 0, 0, 0}};
 	int ch;
@@ -190,6 +194,7 @@ static int parse_args(int argc, char **argv)
 				return rc;
 			break;
 		}
+		case 'k': opt.keep_going = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -921,17 +926,19 @@ int main(int argc, char **argv)
 			if (tearing_down || (WIFEXITED(status) && WEXITSTATUS(status) == 0))
 				continue;
 			char sbuf[32];
+			int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 			stream_drain(&ranks[r].out);
 			stream_drain(&ranks[r].err);
-			if (WIFEXITED(status)) {
-				exit_code = WEXITSTATUS(status);
+			if (WIFEXITED(status))
 				fprintf(stderr, "%s: rank %ld (pid %d) exited with status %d\n", prog_name, r, (int)pid,
-					exit_code);
-			} else {
-				exit_code = 128 + WTERMSIG(status);
+					code);
+			else
 				fprintf(stderr, "%s: rank %ld (pid %d) was killed by signal %s\n", prog_name, r,
 					(int)pid, sig_name(WTERMSIG(status), sbuf, sizeof(sbuf)));
-			}
+			if (!exit_code)
+				exit_code = code;
+			if (opt.keep_going)
+				continue; /* the others run on; the first failure is the job's status */
 			tearing_down = 1;
 			signal_job(SIGTERM);
 			kill_deadline = now_ms() + KILL_GRACE_MS;

@@ -456,18 +456,21 @@ static int injected_stall(ct_tile_t *t, uint64_t now)
 {
 	ct_engine_t *e = t->e;
 
-	if (e->hang_at_ns && now >= e->hang_at_ns) {
+	uint64_t hang = atomic_load_explicit(&e->hang_at_ns, memory_order_relaxed);
+	if (hang && now >= hang) {
 		nap_us(1000);
 		return 1;
 	}
-	if (!t->stall_from || now < t->stall_from)
+	uint64_t from = atomic_load_explicit(&t->stall_from, memory_order_acquire);
+	if (!from || now < from)
 		return 0;
-	if (now >= t->stall_until) {
+	uint64_t until = atomic_load_explicit(&t->stall_until, memory_order_relaxed);
+	if (now >= until) {
 		gice_info("fault", "device %u CT %u: injected stall over", e->attr.gid, t->idx);
-		t->stall_from = 0;
+		atomic_compare_exchange_strong(&t->stall_from, &from, 0); /* unless a new one was set */
 		return 0;
 	}
-	nap_us(GICE_MIN((t->stall_until - now) / 1000 + 1, 1000ull));
+	nap_us(GICE_MIN((until - now) / 1000 + 1, 1000ull));
 	return 1;
 }
 
@@ -570,7 +573,7 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 		goto err_free;
 	e->timeout_ns = attr->timeout_ns ? attr->timeout_ns : 10000000000ull;
 	e->hb_ns = e->timeout_ns / 4;
-	e->hang_at_ns = attr->hang_at_ns;
+	atomic_store(&e->hang_at_ns, attr->hang_at_ns);
 	atomic_store(&e->t_poll, gice_now_ns());
 	if (attr->gid >= e->max_peers) {
 		gice_error("ct", "device gid %u >= GICE_CT_MAX_PEERS=%u", attr->gid, e->max_peers);
@@ -615,8 +618,7 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 			const gice_fault_stall_t *st = &attr->faults->stall[k];
 			if (st->ct != c)
 				continue;
-			t->stall_from = attr->t0_ns + st->at_ns;
-			t->stall_until = st->dur_ns == UINT64_MAX ? UINT64_MAX : t->stall_from + st->dur_ns;
+			ct_engine_fault_stall(e, c, attr->t0_ns + st->at_ns, st->dur_ns);
 			gice_info("fault", "device %u CT %u will stall %llu ms after start for %llu ms", attr->gid, c,
 				  (unsigned long long)(st->at_ns / 1000000),
 				  (unsigned long long)(st->dur_ns == UINT64_MAX ? 0 : st->dur_ns / 1000000));
@@ -673,7 +675,8 @@ void ct_engine_destroy(ct_engine_t *e)
 	}
 	if (atomic_load(&e->proxy_started))
 		pthread_join(e->proxy, NULL);
-	if (!e->hang_at_ns || gice_now_ns() < e->hang_at_ns) {
+	uint64_t hang = atomic_load(&e->hang_at_ns);
+	if (!hang || gice_now_ns() < hang) {
 		ct_link_progress(e); /* take in the BYEs of peers that closed before us */
 		ct_link_bye(e);
 		/* let the provider push the BYEs out before the endpoint closes */
@@ -920,6 +923,25 @@ uint32_t ct_trace_read(const ct_engine_t *ce, ct_trace_t *out, uint32_t max)
 	return n;
 }
 
+int ct_engine_fault_stall(ct_engine_t *e, uint32_t ct, uint64_t at_ns, uint64_t dur_ns)
+{
+	if (ct >= e->attr.n_cts) {
+		gice_error("fault", "stall_ct=%u: device %u has CTs 0..%u", ct, e->attr.gid, e->attr.n_cts - 1);
+		return GICE_ERR_INVALID;
+	}
+	ct_tile_t *t = &e->tiles[ct];
+	atomic_store_explicit(&t->stall_from, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->stall_until, dur_ns == UINT64_MAX ? UINT64_MAX : at_ns + dur_ns,
+			      memory_order_relaxed);
+	atomic_store_explicit(&t->stall_from, GICE_MAX(at_ns, 1ull), memory_order_release);
+	return GICE_OK;
+}
+
+void ct_engine_fault_hang(ct_engine_t *e, uint64_t at_ns)
+{
+	atomic_store(&e->hang_at_ns, GICE_MAX(at_ns, 1ull));
+}
+
 void ct_engine_set_reliable(ct_engine_t *e, int reliable, int csum)
 {
 	if (reliable >= 0)
@@ -987,7 +1009,8 @@ int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 	uint64_t now = gice_now_ns(), stall_ns = e->timeout_ns / 2;
 	int events = 0;
 
-	if (e->hang_at_ns && now >= e->hang_at_ns)
+	uint64_t hang = atomic_load_explicit(&e->hang_at_ns, memory_order_relaxed);
+	if (hang && now >= hang)
 		return 0; /* a hung device does nothing, heartbeats included */
 	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
 		ct_tile_t *t = &e->tiles[c];

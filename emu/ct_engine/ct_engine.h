@@ -125,6 +125,11 @@ enum { CT_ON_TIMEOUT_ERROR, CT_ON_TIMEOUT_FALLBACK, CT_ON_TIMEOUT_ABORT };
  * GICE_ERR_CT_STALLED (error, abort) or a host proxy thread runs them (fallback) until it
  * recovers. cb runs once per event. Returns the number of events. */
 int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg);
+/* Fault injection: CT ct stalls from at_ns (CLOCK_MONOTONIC) for dur_ns (UINT64_MAX: for good),
+ * replacing a stall set before (GICE_ERR_INVALID for a bad ct); the whole device hangs from
+ * at_ns (no progress, no heartbeats) until it is destroyed. */
+int ct_engine_fault_stall(ct_engine_t *e, uint32_t ct, uint64_t at_ns, uint64_t dur_ns);
+void ct_engine_fault_hang(ct_engine_t *e, uint64_t at_ns);
 /* Reliability and checksums on (1) or off (0), or unchanged (-1); GICE_RELIABLE and
  * GICE_CHECKSUM set them at creation. */
 void ct_engine_set_reliable(ct_engine_t *e, int reliable, int csum);

@@ -131,7 +131,7 @@ typedef struct ct_tile {
 	_Atomic uint64_t consumed;    /* queue tickets taken */
 	_Atomic int proxied;          /* the host proxy runs this tile too (fallback) */
 	int stalled;                  /* watchdog: a stall was reported */
-	uint64_t stall_from, stall_until; /* injected stall (absolute ns), 0: none */
+	_Atomic uint64_t stall_from, stall_until; /* injected stall (absolute ns), from 0: none */
 } ct_tile_t;
 
 #define CT_TRACE_RING 256u
@@ -174,7 +174,7 @@ struct ct_engine {
 	uint64_t trace_n;
 
 	_Atomic uint64_t t_poll; /* last link progress pass */
-	uint64_t hang_at_ns;
+	_Atomic uint64_t hang_at_ns;
 	pthread_t proxy;         /* fallback host proxy thread */
 	_Atomic int proxy_started;
 
