@@ -26,11 +26,15 @@
  *   - udp (raw datagrams): works (tests/test_faults.c udp_dgram: poll() wakes on a datagram).
  * With wait_fd -1 callers poll (spin briefly, then back off with short sleeps).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -605,6 +609,69 @@ static void ofi_free_bufs(ofi_ep_t *e)
 	munmap(e->mem, e->mem_len);
 }
 
+/* When this process started (CLOCK_REALTIME seconds), from /proc; 0 if unknown. */
+static double ofi_process_start(void)
+{
+	char buf[1024], *p;
+	unsigned long long ticks = 0, btime = 0;
+	FILE *f = fopen("/proc/self/stat", "r");
+
+	if (!f)
+		return 0;
+	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* after "pid (comm)": field 3 is state ... field 22 is starttime */
+	for (int field = 3; p && field <= 22; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %llu", &ticks) != 1 || !(f = fopen("/proc/stat", "r")))
+		return 0;
+	while (fgets(buf, sizeof(buf), f))
+		if (sscanf(buf, "btime %llu", &btime) == 1)
+			break;
+	fclose(f);
+	return btime ? (double)btime + (double)ticks / (double)sysconf(_SC_CLK_TCK) : 0;
+}
+
+int fab_shm_remove(int pid, double before_s)
+{
+	char prefix[24], path[300];
+	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "%d:", pid);
+	DIR *d = opendir("/dev/shm");
+	struct dirent *de;
+	struct stat st;
+	int removed = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, n))
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
+		if (before_s > 0 && (stat(path, &st) ||
+				     (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9 >= before_s))
+			continue;
+		if (!shm_unlink(de->d_name))
+			removed++;
+	}
+	closedir(d);
+	return removed;
+}
+
+/* No live process holds our pid: shm regions named after it and last written before this
+ * process started were left by a dead one, and would make our endpoints fail (EBUSY). */
+static void ofi_sweep_stale_shm(void)
+{
+	double start = ofi_process_start();
+	int swept = start > 0 ? fab_shm_remove((int)getpid(), start - 0.02) : 0;
+
+	if (swept)
+		gice_info("fab", "removed %d shm region(s) /dev/shm/%d:* left by a dead process with our pid", swept,
+			  (int)getpid());
+}
+
+static pid_t ofi_swept_pid; /* the pid ofi_sweep_stale_shm ran for (a fork runs it again) */
+static pthread_mutex_t ofi_sweep_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 {
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = 64};
@@ -628,6 +695,12 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 		return GICE_ERR_INVALID;
 	}
 
+	pthread_mutex_lock(&ofi_sweep_lock);
+	if (ofi_swept_pid != getpid()) {
+		ofi_swept_pid = getpid();
+		ofi_sweep_stale_shm();
+	}
+	pthread_mutex_unlock(&ofi_sweep_lock);
 	ofi_bind_iface();
 	int rma = !dgram;
 	if (dgram) {
@@ -718,6 +791,7 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	rc = ofi_open_cq(e);
 	if (rc)
 		goto err_close_av;
+	rc = GICE_ERR_FABRIC; /* for the failures below */
 	ret = fi_endpoint(e->domain, info, &e->ep, NULL);
 	if (ret) {
 		gice_error("fab", "fi_endpoint of %s failed: %s", e->base.provider, fi_strerror(-ret));
@@ -740,6 +814,7 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 		if (ret) {
 			gice_error("fab", "posting receive buffer %u of %u failed: %s", i, e->rx_depth,
 				   gice_status_name(ret));
+			rc = ret;
 			goto err_close_ep;
 		}
 	}

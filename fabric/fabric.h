@@ -138,6 +138,13 @@ static inline int fab_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, siz
 	return ep->ops->read(ep, src, local_off, len, remote, remote_off, ctx);
 }
 
+/* libfabric 1.17's shm provider names its regions /dev/shm/PID:DOMAIN:EP and creates them
+ * exclusively; a process killed outright leaves them behind, and a later process given the same
+ * pid then cannot enable shm endpoints. Remove the regions of pid last written before before_s
+ * (CLOCK_REALTIME seconds; 0: all of them). Call it only for a pid that is dead (fab_open does
+ * it for its own pid's leftovers). Returns how many were removed. */
+int fab_shm_remove(int pid, double before_s);
+
 /* GICE_FI_PROVIDER, GICE_FAB_IFACE, GICE_FAB_TX_DEPTH, GICE_FAB_RX_DEPTH, GICE_FAULTS (parsed by
  * gice_faults_parse, emu/common/faults.h, and applied by whoever wraps endpoints with fab_fault). */
 extern const gice_param_t fab_params[];

@@ -16,73 +16,9 @@
 #include <unistd.h>
 
 #include "api/gice.h"
+#include "tests/test_job.h"
 
 #define MIB (1024u * 1024u)
-
-static int free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
-typedef int (*rank_fn)(int rank, int size);
-
-/* Start ranks [0, started) of a job of size ranks running fn; return each exit status in st. */
-static void run_job(int size, int started, rank_fn fn, const char *provider, const char *extra_env, int *st,
-		    const char *stderr_file)
-{
-	char spec[64];
-	pid_t pid[16];
-
-	snprintf(spec, sizeof(spec), "127.0.0.1:%d", free_port());
-	for (int r = 0; r < started; r++) {
-		pid[r] = fork();
-		ck_assert_int_ge(pid[r], 0);
-		if (pid[r] == 0) {
-			char v[16];
-			snprintf(v, sizeof(v), "%d", r);
-			setenv("GICE_RANK", v, 1);
-			snprintf(v, sizeof(v), "%d", size);
-			setenv("GICE_WORLD_SIZE", v, 1);
-			setenv("GICE_BOOTSTRAP", spec, 1);
-			if (provider)
-				setenv("GICE_FI_PROVIDER", provider, 1);
-			if (extra_env)
-				putenv((char *)extra_env);
-			if (stderr_file && r == 0) {
-				int fd = open(stderr_file, O_WRONLY | O_TRUNC);
-				if (fd < 0 || dup2(fd, 2) < 0)
-					_exit(99);
-				close(fd);
-			}
-			alarm(60);
-			_exit(fn(r, size));
-		}
-	}
-	for (int r = 0; r < started; r++) {
-		int w;
-		ck_assert_int_eq(waitpid(pid[r], &w, 0), pid[r]);
-		st[r] = WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
-	}
-}
-
-#define FAILIF(cond, ...)                                                    \
-	do {                                                                 \
-		if (cond) {                                                  \
-			fprintf(stderr, "rank %d: ", rank);                  \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fprintf(stderr, " (line %d)\n", __LINE__);           \
-			return 1;                                            \
-		}                                                            \
-	} while (0)
 
 static uint8_t pat(int rank, size_t i) { return (uint8_t)(i * 7 + (size_t)rank * 13 + 1); }
 
@@ -194,7 +130,7 @@ START_TEST(two_processes_over_the_network_plane_only)
 {
 	int st[16];
 
-	run_job(2, 2, ring_rank, "shm", "GICE_PLANE=net", st, NULL);
+	run_job(2, 2, ring_rank, "shm", (const char *[]){"GICE_PLANE=net", NULL}, st, NULL);
 	for (int r = 0; r < 2; r++)
 		ck_assert_msg(st[r] == 0, "rank %d exited %d", r, st[r]);
 }
@@ -250,7 +186,7 @@ START_TEST(peer_pointers_between_processes_on_one_host)
 
 	run_job(2, 2, peer_ptr_rank, NULL, NULL, st, NULL);
 	ck_assert_msg(st[0] == 0 && st[1] == 0, "ranks exited %d, %d", st[0], st[1]);
-	run_job(2, 2, peer_ptr_rank, NULL, "GICE_PLANE=net", st, NULL);
+	run_job(2, 2, peer_ptr_rank, NULL, (const char *[]){"GICE_PLANE=net", NULL}, st, NULL);
 	ck_assert_msg(st[0] == 0 && st[1] == 0, "GICE_PLANE=net: ranks exited %d, %d", st[0], st[1]);
 }
 END_TEST
@@ -259,7 +195,7 @@ START_TEST(four_processes_ring_over_shm_with_packets_only)
 {
 	int st[16];
 
-	run_job(4, 4, ring_rank, "shm", "GICE_CT_RNDV_BYTES=0", st, NULL);
+	run_job(4, 4, ring_rank, "shm", (const char *[]){"GICE_CT_RNDV_BYTES=0", NULL}, st, NULL);
 	for (int r = 0; r < 4; r++)
 		ck_assert_msg(st[r] == 0, "rank %d exited %d", r, st[r]);
 }
@@ -283,7 +219,7 @@ START_TEST(a_rank_that_never_starts_fails_the_others_naming_it)
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	run_job(3, 2, init_only_rank, NULL, "GICE_BOOTSTRAP_TIMEOUT_MS=1000", st, log); /* rank 2 never starts */
+	run_job(3, 2, init_only_rank, NULL, (const char *[]){"GICE_BOOTSTRAP_TIMEOUT_MS=1000", NULL}, st, log); /* rank 2 never starts */
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ck_assert_int_eq(st[0], 0);
 	ck_assert_int_eq(st[1], 0);

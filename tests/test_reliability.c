@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "api/gice.h"
+#include "tests/test_job.h"
 
 #define MIB (1024u * 1024u)
 #define FAULTS "drop=0.05,dup=0.01,reorder=0.05,corrupt=0.01,seed=11"
@@ -440,6 +441,7 @@ START_TEST(test_stall_abort)
 	}
 	int w;
 	ck_assert_int_eq(waitpid(pid, &w, 0), pid);
+	fab_shm_remove((int)pid, 0);
 	ck_assert(WIFSIGNALED(w));
 	ck_assert_int_eq(WTERMSIG(w), SIGABRT);
 }
@@ -508,62 +510,16 @@ END_TEST
 
 /* ---------------------------------------------------------------- across processes */
 
-static int free_port(void)
+/* The environment of the ranks of the tests below: faults, a 500 ms timeout, every byte
+ * through libfabric. */
+static const char *const *job_env(const char *faults)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+	static char f[128];
+	static const char *env[] = {f, "GICE_TIMEOUT_MS=500", "GICE_PLANE=net", NULL};
 
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
+	snprintf(f, sizeof(f), "GICE_FAULTS=%s", faults);
+	return env;
 }
-
-typedef int (*rank_fn)(int rank, int size);
-
-static void run_job(int size, rank_fn fn, const char *provider, const char *faults, int *st)
-{
-	char spec[64];
-	pid_t pid[8];
-
-	snprintf(spec, sizeof(spec), "127.0.0.1:%d", free_port());
-	for (int r = 0; r < size; r++) {
-		pid[r] = fork();
-		ck_assert_int_ge(pid[r], 0);
-		if (pid[r] == 0) {
-			char v[16];
-			snprintf(v, sizeof(v), "%d", r);
-			setenv("GICE_RANK", v, 1);
-			snprintf(v, sizeof(v), "%d", size);
-			setenv("GICE_WORLD_SIZE", v, 1);
-			setenv("GICE_BOOTSTRAP", spec, 1);
-			setenv("GICE_FI_PROVIDER", provider, 1);
-			setenv("GICE_FAULTS", faults, 1);
-			setenv("GICE_TIMEOUT_MS", "500", 1);
-			setenv("GICE_PLANE", "net", 1);
-			alarm(30);
-			_exit(fn(r, size));
-		}
-	}
-	for (int r = 0; r < size; r++) {
-		int w;
-		ck_assert_int_eq(waitpid(pid[r], &w, 0), pid[r]);
-		st[r] = WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
-	}
-}
-
-#define FAILIF(cond, ...)                                                    \
-	do {                                                                 \
-		if (cond) {                                                  \
-			fprintf(stderr, "rank %d: ", rank);                  \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fprintf(stderr, " (line %d)\n", __LINE__);           \
-			return 1;                                            \
-		}                                                            \
-	} while (0)
 
 struct shared {
 	uint64_t key;
@@ -620,7 +576,7 @@ START_TEST(test_hung_peer)
 {
 	int st[2];
 
-	run_job(2, hang_rank_fn, _i ? "tcp" : "shm", "hang_rank=1@1s", st);
+	run_job(2, 2, hang_rank_fn, _i ? "tcp" : "shm", job_env("hang_rank=1@1s"), st, NULL);
 	ck_assert_int_eq(st[0], 0);
 	ck_assert_int_eq(st[1], 0);
 }
@@ -671,7 +627,7 @@ START_TEST(test_killed_rank)
 {
 	int st[3];
 
-	run_job(3, kill_rank_fn, _i ? "tcp" : "shm", "kill_rank=2@1500ms", st);
+	run_job(3, 3, kill_rank_fn, _i ? "tcp" : "shm", job_env("kill_rank=2@1500ms"), st, NULL);
 	ck_assert_int_eq(st[0], 0);
 	ck_assert_int_eq(st[1], 0);
 	ck_assert_int_eq(st[2], 128 + SIGKILL);

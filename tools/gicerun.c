@@ -37,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fabric/fabric.h"
+
 #define MAX_RANKS      65536
 #define MAX_DEVICES    65536
 #define MAX_TIMEOUT_S  31536000.0 /* one year */
@@ -922,6 +924,8 @@ int main(int argc, char **argv)
 				continue;
 			ranks[r].reaped = 1;
 			ranks[r].status = status;
+			if (WIFSIGNALED(status)) /* its shm regions outlive it: before its pid is reused */
+				fab_shm_remove((int)pid, 0);
 			nreaped++;
 			if (tearing_down || (WIFEXITED(status) && WEXITSTATUS(status) == 0))
 				continue;

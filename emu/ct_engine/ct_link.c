@@ -512,7 +512,9 @@ static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, u
 		p->backoff = 0;
 		p->t_progress = now;
 	}
-	if (sack && atomic_load_explicit(&e->reliable, memory_order_relaxed)) {
+	/* an ACK older than one seen (the fabric may reorder them) says nothing new about the
+	 * window: its selective part could name slots reused by newer packets */
+	if (sack && !psn_before(cum, p->acked_psn) && atomic_load_explicit(&e->reliable, memory_order_relaxed)) {
 		uint32_t n = 0;
 		for (uint32_t i = 0; i < 64; i++) {
 			uint32_t psn = cum + 1 + i;
