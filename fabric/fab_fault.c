@@ -546,6 +546,27 @@ int fab_fault_wrap(fab_ep_t *inner, const gice_faults_t *f, uint64_t stream, fab
 	return GICE_OK;
 }
 
+int fab_fault_forget(fab_ep_t *ep, fab_addr_t dest)
+{
+	ff_ep_t *w = ff_ep(ep);
+	uint32_t j = 0, n;
+
+	if (!ep || ep->ops != &fab_fault_ops)
+		return 0;
+	for (uint32_t i = 0; i < w->nheld; i++) {
+		uint32_t idx = w->held[i];
+		if (w->slots[idx].dest == dest)
+			w->free_slots[w->nfree++] = idx;
+		else
+			w->held[j++] = idx;
+	}
+	n = w->nheld - j;
+	w->nheld = j;
+	atomic_store_explicit(&w->base.held, j, memory_order_relaxed);
+	ff_update_fast(w);
+	return (int)n;
+}
+
 int fab_fault_set(fab_ep_t *ep, const gice_faults_t *f)
 {
 	ff_ep_t *w = ff_ep(ep);

@@ -221,6 +221,36 @@ START_TEST(test_nack_under_loss)
 }
 END_TEST
 
+/* A device closes while the injector holds delayed packets of its peer for it (same process,
+ * shm): they are dropped, not sent to the closed endpoint, and its peer's operations to it fail
+ * with GICE_ERR_PEER_DEAD. */
+START_TEST(test_close_with_held_packets)
+{
+	gice_counter_t done;
+	gice_counter_state_t st;
+
+	setenv("GICE_FI_PROVIDER", "shm", 1);
+	setenv("GICE_PLANE", "net", 1);
+	setenv("GICE_FAULTS", "delay_us=20000,seed=4", 1);
+	pair_open(MIB);
+	ck_assert_int_eq(gice_counter_alloc(A, &done), GICE_OK);
+	for (int i = 0; i < 50; i++) {
+		gice_op_t op = {.type = GICE_OP_PUT, .conn = ab, .local = abuf, .bytes = 1000, .rkey = bkey,
+				.signal = GICE_NO_COUNTER, .completion = done};
+		ck_assert_int_eq(gice_post(A, &op), GICE_OK);
+	}
+	usleep(5000); /* A's CT has sent them into the injector, which holds them up to 20 ms */
+	ck_assert_int_eq(gice_device_close(B), GICE_OK);
+	usleep(40000); /* A's CT keeps polling: nothing may reach B's closed endpoint */
+	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 50, 2000, NULL), GICE_ERR_PEER_DEAD);
+	ck_assert_int_eq(gice_counter_get(A, done, &st), GICE_OK);
+	ck_assert_uint_eq(st.value + st.fail, 50);
+	ck_assert_int_eq(st.status, GICE_ERR_PEER_DEAD);
+	ck_assert_int_eq(gice_device_close(A), GICE_OK);
+	ck_assert_int_eq(gice_finalize(), GICE_OK);
+}
+END_TEST
+
 /* GICE_STATS=1: gice_finalize prints the rank's counters, and they are the API's. */
 START_TEST(test_stats_at_finalize)
 {
@@ -644,6 +674,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, test_exchange_64m, 0, 2);
 	tcase_add_loop_test(tc, test_nack_under_loss, 0, 2);
 	tcase_add_test(tc, test_stats_at_finalize);
+	tcase_add_test(tc, test_close_with_held_packets);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("watchdog");
 	tcase_set_timeout(tc, 60);
