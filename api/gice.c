@@ -101,7 +101,7 @@ static struct {
 	int on_timeout, host_mode, stats;
 	pthread_t watchdog;
 	int watchdog_on;
-	_Atomic int watchdog_stop;
+	_Atomic uint32_t watchdog_stop; /* futex word: gice_finalize wakes the watchdog at once */
 	gice_error_cb_t err_cb;
 	void *err_arg;
 	gice_stats_t closed_stats; /* summed over the devices closed so far (GICE_STATS) */
@@ -185,8 +185,9 @@ static void *watchdog_main(void *arg)
 	(void)arg;
 	pthread_setname_np(pthread_self(), "gice-watchdog");
 	while (!atomic_load(&g.watchdog_stop)) {
-		struct timespec ts = {(time_t)(period / 1000000000ull), (long)(period % 1000000000ull)};
-		nanosleep(&ts, NULL);
+		gice_futex_wait(&g.watchdog_stop, 0, period);
+		if (atomic_load(&g.watchdog_stop))
+			break;
 		uint64_t now = gice_now_ns();
 		uint64_t kill_at = atomic_load(&g.kill_at_ns);
 		if (kill_at && now >= kill_at) {
@@ -381,6 +382,7 @@ int gice_finalize(void)
 	if (--g.refs == 0) {
 		if (g.watchdog_on) {
 			atomic_store(&g.watchdog_stop, 1);
+			gice_futex_wake(&g.watchdog_stop, 1);
 			pthread_mutex_unlock(&g.lock); /* it takes the lock */
 			pthread_join(g.watchdog, NULL);
 			pthread_mutex_lock(&g.lock);
