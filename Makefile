@@ -90,12 +90,16 @@ run: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(BUILD)/bin/gicerun -n 4 --timeout 300 $(BUILD)/bin/gice-demo
 
+# Sanitized code runs several times slower: Check's per-case timeouts and the per-binary limit
+# of run-tests.sh are scaled up for these targets.
 asan:
 	$(Q)LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 \
+		CK_TIMEOUT_MULTIPLIER=3 GICE_TEST_TIMEOUT=900 \
 		$(MAKE) --no-print-directory BUILD=build-asan SAN=address,undefined test
 
 tsan:
-	$(Q)$(MAKE) --no-print-directory BUILD=build-tsan SAN=thread test
+	$(Q)CK_TIMEOUT_MULTIPLIER=3 GICE_TEST_TIMEOUT=900 \
+		$(MAKE) --no-print-directory BUILD=build-tsan SAN=thread test
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/gice $(DESTDIR)$(PREFIX)/bin
