@@ -1203,7 +1203,7 @@ static void launch_done(void *arg)
 static int launch_defer(launch_t *l, ct_req_t *r)
 {
 	pthread_mutex_lock(&l->mu);
-	if (l->n_ops == l->cap_ops) {
+	if (l->n_ops == l->cap_ops) { /* a kernel issuing many: grow rarely (doubling) */
 		uint32_t cap = l->cap_ops ? 2 * l->cap_ops : 64;
 		ct_req_t *ops = realloc(l->ops, cap * sizeof(*ops));
 		if (!ops) {
@@ -1265,12 +1265,21 @@ int gice_launch(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const 
 	l->dev = s->dev;
 	l->ops = NULL;
 	l->n_ops = l->cap_ops = 0;
+	if (s->dev->host_mode) { /* room for the kernel's operations, at launch rather than per op */
+		l->ops = malloc(64 * sizeof(*l->ops));
+		if (!l->ops) {
+			free(l);
+			return GICE_ERR_NO_MEMORY;
+		}
+		l->cap_ops = 64;
+	}
 	pthread_mutex_init(&l->mu, NULL);
 	l->size = args_size;
 	if (args_size)
 		memcpy(l->args, args, args_size);
 	if ((rc = smt_launch(s->s, run_block, l, nblocks, launch_done))) {
 		pthread_mutex_destroy(&l->mu);
+		free(l->ops);
 		free(l);
 	}
 	return rc;

@@ -476,6 +476,25 @@ static int ff_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len,
 }
 
 /* Wrappers are made by fab_fault_wrap, not opened by name. */
+/* dest has closed: drop the packets held for it (delay/reorder) without sending them. */
+static void ff_forget(fab_ep_t *ep, fab_addr_t dest)
+{
+	ff_ep_t *w = ff_ep(ep);
+	uint32_t j = 0;
+
+	fab_forget(w->inner, dest);
+	for (uint32_t i = 0; i < w->nheld; i++) {
+		uint32_t idx = w->held[i];
+		if (w->slots[idx].dest == dest)
+			w->free_slots[w->nfree++] = idx;
+		else
+			w->held[j++] = idx;
+	}
+	w->nheld = j;
+	atomic_store_explicit(&w->base.held, j, memory_order_relaxed);
+	ff_update_fast(w);
+}
+
 static int ff_open(const fab_attr_t *attr, fab_ep_t **out) { return GICE_ERR_UNSUPPORTED; }
 
 const fab_ops_t fab_fault_ops = {
@@ -491,6 +510,7 @@ const fab_ops_t fab_fault_ops = {
 	.trywait = ff_trywait,
 	.mr_reg = ff_mr_reg,
 	.read = ff_read,
+	.forget = ff_forget,
 };
 
 /* ---- public ---- */
@@ -519,6 +539,7 @@ int fab_fault_wrap(fab_ep_t *inner, const gice_faults_t *f, uint64_t stream, fab
 	snprintf(w->base.provider, sizeof(w->base.provider), "%s", inner->provider);
 	w->base.rma = inner->rma;
 	w->base.reliable = inner->reliable;
+	w->base.closed_peer_unsafe = inner->closed_peer_unsafe;
 	w->base.max_packet = inner->max_packet;
 	w->base.ordered = inner->ordered && !(f && (f->reorder > 0 || f->delay_us > 0));
 	w->inner = inner;
@@ -544,27 +565,6 @@ int fab_fault_wrap(fab_ep_t *inner, const gice_faults_t *f, uint64_t stream, fab
 	}
 	*out = &w->base;
 	return GICE_OK;
-}
-
-int fab_fault_forget(fab_ep_t *ep, fab_addr_t dest)
-{
-	ff_ep_t *w = ff_ep(ep);
-	uint32_t j = 0, n;
-
-	if (!ep || ep->ops != &fab_fault_ops)
-		return 0;
-	for (uint32_t i = 0; i < w->nheld; i++) {
-		uint32_t idx = w->held[i];
-		if (w->slots[idx].dest == dest)
-			w->free_slots[w->nfree++] = idx;
-		else
-			w->held[j++] = idx;
-	}
-	n = w->nheld - j;
-	w->nheld = j;
-	atomic_store_explicit(&w->base.held, j, memory_order_relaxed);
-	ff_update_fast(w);
-	return (int)n;
 }
 
 int fab_fault_set(fab_ep_t *ep, const gice_faults_t *f)

@@ -40,10 +40,6 @@ typedef struct {
  * outside [0, 1]; GICE_ERR_NO_MEMORY. */
 int fab_fault_wrap(fab_ep_t *inner, const gice_faults_t *f, uint64_t stream, fab_ep_t **out);
 
-/* Drop the packets held for dest (delay/reorder) without sending them: dest has closed. Called
- * by the endpoint's sender. Returns how many were dropped; 0 for an endpoint that is not a
- * wrapper. */
-int fab_fault_forget(fab_ep_t *ep, fab_addr_t dest);
 /* Replace the network faults of a wrapped endpoint and restart its random sequence from f->seed
  * (NULL f: no faults). Safe while another thread sends and polls through ep: the sender takes
  * the new faults at its next send or poll. Packets already held still go out as planned.

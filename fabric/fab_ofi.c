@@ -743,6 +743,7 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	e->base.ordered = sas && (info->tx_attr->msg_order & FI_ORDER_SAS) &&
 			  (info->rx_attr->msg_order & FI_ORDER_SAS);
 	e->base.reliable = !dgram;
+	e->base.closed_peer_unsafe = !strncmp(e->base.provider, "shm", 3);
 	if (dgram && e->max_packet > info->ep_attr->max_msg_size) {
 		gice_info("fab", "%s: max_packet %zu lowered to the provider's max_msg_size %zu (datagrams)",
 			  e->base.provider, e->max_packet, info->ep_attr->max_msg_size);

@@ -84,6 +84,8 @@ typedef struct {
 	int (*mr_reg)(fab_ep_t *ep, void *base, size_t len, fab_mr_info_t *out);
 	int (*read)(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len, const fab_mr_info_t *remote,
 		    uint64_t remote_off, void *ctx);
+	/* dest has closed: drop whatever the endpoint still holds for it (NULL: it holds nothing) */
+	void (*forget)(fab_ep_t *ep, fab_addr_t dest);
 } fab_ops_t;
 
 #define FAB_READS_MAX 64
@@ -97,6 +99,8 @@ struct fab_ep {
 			    * granted FI_ORDER_SAS); 0: they may come reordered */
 	int reliable;      /* 1: the provider delivers every packet exactly once (RDM); 0: it may
 			    * drop or duplicate them (datagrams) */
+	int closed_peer_unsafe; /* 1: sending to a peer whose endpoint has closed may crash the
+				 * sender (libfabric 1.17 shm): do not send to a peer that may be gone */
 	size_t max_packet; /* largest header+payload this endpoint carries, as granted: the
 			    * requested fab_attr_t.max_packet, or less on a datagram endpoint */
 	_Atomic uint32_t held; /* packets a decorator (fab_fault) holds to send later; they go out
@@ -128,6 +132,11 @@ static inline int fab_poll(fab_ep_t *ep, fab_event_t *ev, int max) { return ep->
 static inline void fab_release(fab_ep_t *ep, void *buf) { ep->ops->release(ep, buf); }
 static inline int fab_wait_fd(fab_ep_t *ep) { return ep->ops->wait_fd(ep); }
 static inline int fab_trywait(fab_ep_t *ep) { return ep->ops->trywait(ep); }
+static inline void fab_forget(fab_ep_t *ep, fab_addr_t dest)
+{
+	if (ep->ops->forget)
+		ep->ops->forget(ep, dest);
+}
 static inline int fab_mr_reg(fab_ep_t *ep, void *base, size_t len, fab_mr_info_t *out)
 {
 	return ep->ops->mr_reg(ep, base, len, out);

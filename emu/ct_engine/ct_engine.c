@@ -1,7 +1,6 @@
 /* ct_engine.c: CT threads — request queues, armed descriptors, the Initiator's translation
  * step — and the engine's set-up calls. The link (MPG scheduling, packets) is in ct_link.c. */
 #include "emu/ct_engine/ct_internal.h"
-#include "fabric/fab_fault.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -746,9 +745,8 @@ void ct_peer_closed(ct_engine_t *e, uint32_t gid)
 	ct_link_lock(e);
 	if (e->peers[gid].present && !e->peers[gid].dead) {
 		ct_peer_fail(e, gid, GICE_ERR_PEER_DEAD, "closed its device");
-		e->peers[gid].closed = 1;
-		/* nor may the fault injector send it what it holds back */
-		fab_fault_forget(e->attr.ep, e->peers[gid].addr);
+		/* nor may the endpoint send it what it holds back (the fault injector) */
+		fab_forget(e->attr.ep, e->peers[gid].addr);
 	}
 	ct_link_unlock(e);
 }

@@ -62,7 +62,7 @@ typedef struct {
 
 typedef struct { /* link-private (under the link lock) */
 	int present, rma;
-	uint8_t dead, closed; /* declared dead (status dead_status) / said BYE */
+	uint8_t dead;         /* declared dead (or closed): operations to it fail with dead_status */
 	int32_t dead_status;
 	fab_addr_t addr;
 	fab_mr_info_t mr; /* its device memory, for rendezvous reads (rma) */

@@ -934,7 +934,6 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		return;
 	case CT_PKT_BYE:
 		ct_peer_fail(e, h.src_gid, GICE_ERR_PEER_DEAD, "closed its device");
-		p->closed = 1;
 		return;
 	}
 
@@ -1226,12 +1225,12 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 	return events;
 }
 
-/* Device closing: tell every peer, so they stop waiting for us (best effort). Not over shm:
- * libfabric 1.17's shm can crash sending to a peer that has closed its endpoint, and a
- * concurrent close cannot be ruled out; shm peers learn it from the silence. */
+/* Device closing: tell every peer, so they stop waiting for us (best effort). Not where
+ * sending to a peer that has closed may crash (shm): a concurrent close cannot be ruled out;
+ * those peers learn it from the silence. */
 void ct_link_bye(ct_engine_t *e)
 {
-	if (!strncmp(e->attr.ep->provider, "shm", 3))
+	if (e->attr.ep->closed_peer_unsafe)
 		return;
 	ct_link_lock(e);
 	for (uint32_t g = 0; g < e->max_peers; g++)
