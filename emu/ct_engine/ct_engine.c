@@ -383,8 +383,9 @@ static void control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
 
 /* ---------------------------------------------------------------- the CT thread */
 
-/* Execute queued requests, at most max; *empty tells whether the queue was found empty. */
-static int drain_queue(ct_tile_t *t, int max, int *empty)
+/* Execute queued requests, at most max; *empty tells whether the queue was found empty.
+ * by_proxy: the host proxy runs them (counted in fallback_ops before they can complete). */
+static int drain_queue(ct_tile_t *t, int max, int by_proxy, int *empty)
 {
 	ct_engine_t *e = t->e;
 	union {
@@ -406,6 +407,7 @@ static int drain_queue(ct_tile_t *t, int max, int *empty)
 			break;
 		}
 		t->next_ticket = ticket + 1;
+		ct_stat_add(&e->st.fallback_ops, (uint64_t)by_proxy);
 		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_)
 			control_req(t, &u.r, ticket);
 		else if (exec_req(t, &u.r, ticket, TM_NONE, 0) == GICE_ERR_AGAIN)
@@ -417,7 +419,7 @@ static int drain_queue(ct_tile_t *t, int max, int *empty)
 }
 
 /* One pass of a tile's work, by its CT thread or by the host proxy (the caller owns t->own). */
-static int tile_step(ct_tile_t *t)
+static int tile_step(ct_tile_t *t, int by_proxy)
 {
 	ct_engine_t *e = t->e;
 	uint32_t ids[64];
@@ -427,7 +429,7 @@ static int tile_step(ct_tile_t *t)
 	 * triggers wait for the next pass. */
 	int empty;
 	uint32_t n = tm_dirty_take(e->attr.tm, t->idx, ids, GICE_ARRAY_SIZE(ids));
-	int work = drain_queue(t, n ? INT32_MAX : 64, &empty);
+	int work = drain_queue(t, n ? INT32_MAX : 64, by_proxy, &empty);
 	for (uint32_t i = 0; i < n; i++) {
 		if (empty)
 			work += fire_due(t, ids[i]) + 1;
@@ -498,7 +500,7 @@ static void *ct_thread(void *arg)
 			nap_us(50); /* the host proxy runs this tile now (fallback) */
 			continue;
 		}
-		int work = tile_step(t);
+		int work = tile_step(t, 0);
 		own_drop(t);
 		if (work) {
 			t->last_work_ns = gice_now_ns();
@@ -968,9 +970,7 @@ static void *proxy_thread(void *arg)
 			ct_tile_t *t = &e->tiles[c];
 			if (!atomic_load_explicit(&t->proxied, memory_order_acquire) || !own_try(t))
 				continue;
-			uint64_t before = t->next_ticket;
-			work += tile_step(t);
-			ct_stat_add(&e->st.fallback_ops, t->next_ticket - before);
+			work += tile_step(t, 1);
 			own_drop(t);
 		}
 		if (!work)

@@ -1211,8 +1211,9 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 						(unsigned long long)ev.counter_value + 1,
 						(unsigned long long)ev.counter_value);
 		}
-		ev.n_ops = ct_peer_fail(e, g, ev.status, NULL);
+		/* counted before the operations fail: a waiter they release reads the stat */
 		ct_stat_add(&e->st.peers_dead, ev.status == GICE_ERR_PEER_DEAD);
+		ev.n_ops = ct_peer_fail(e, g, ev.status, NULL);
 		if (len < (int)sizeof(ev.text))
 			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %u operation(s) failed with %s", ev.n_ops,
 				 gice_status_name(ev.status));
