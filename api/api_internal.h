@@ -1,0 +1,116 @@
+/* api_internal.h: state shared by the API's files (api/ files) — a device, a stream, the process's
+ * job and watchdog state — and the helpers they share. Not for other modules. */
+#ifndef GICE_API_INTERNAL_H
+#define GICE_API_INTERNAL_H
+
+#include <pthread.h>
+
+#include "api/gice.h"
+#include "emu/common/common.h"
+#include "emu/common/config.h"
+#include "emu/common/faults.h"
+#include "emu/ct_engine/ct_engine.h"
+#include "emu/hbm/hbm.h"
+#include "emu/sm_threads/sm_threads.h"
+#include "emu/triggermem/triggermem.h"
+#include "fabric/bootstrap.h"
+#include "fabric/fabric.h"
+
+struct gice_device {
+	uint32_t gid, index;
+	hbm_t *hbm;
+	tm_region_t *tm;
+	fab_ep_t *ep;
+	ct_engine_t *ct;
+	smt_dev_t *smt;
+	uint8_t *base;
+	uint64_t size;
+	uint32_t n_cts;
+	uint8_t addr[FAB_ADDR_MAX];
+	size_t addr_len;
+	fab_mr_info_t mr; /* device memory for peers' rendezvous reads */
+	int has_mr;
+	int host_mode;    /* GICE_MODE=host: kernels' operations wait for the kernel's end */
+	int live;         /* (api_g.lock) its engine and SMs run: others may wire to it and watch it */
+};
+
+struct gice_stream {
+	gice_device_t *dev;
+	smt_stream_t *s;
+};
+
+struct dev_blob {
+	uint32_t gid, addr_len, has_mr, pid;
+	fab_mr_info_t mr;
+	uint8_t addr[FAB_ADDR_MAX];
+	char host[96];       /* host identity: same string = same host (NVLink plane) */
+	int32_t hbm_fd;      /* in process pid: the memfd of its device memory */
+	int32_t tm_fd;       /* and of its trigger memory */
+	uint64_t hbm_size;
+};
+
+/* A remote device's memory mapped here over the NVLink plane, or NULL. */
+struct peer_map {
+	uint8_t *base;
+	uint64_t size;
+	tm_region_t *tm; /* its trigger memory, attached here */
+};
+
+
+/* The process: library state, the job, the devices open, the watchdog. */
+struct api_state {
+	pthread_mutex_t lock;
+	int refs;
+	uint64_t timeout_ns, spin_ns, max_devices;
+	int bind;
+	gice_device_t **devs;
+	uint32_t opened; /* devices opened so far: the k-th open on every rank is collective round k */
+	boot_t *boot;
+	uint32_t rank, size;
+	struct dev_blob *remote; /* devices of other ranks, learned at each collective open */
+	struct peer_map *remote_map; /* parallel to remote */
+	uint32_t n_remote;
+	int nvlink;      /* GICE_PLANE allows mapping same-host peers */
+	char host[96];
+	/* watchdog and faults */
+	gice_faults_t faults;
+	uint64_t t0_ns;
+	_Atomic uint64_t kill_at_ns; /* this rank SIGKILLs itself then (fault injection); 0: never */
+	int on_timeout, host_mode, stats;
+	pthread_t watchdog;
+	int watchdog_on;
+	_Atomic uint32_t watchdog_stop; /* futex word: gice_finalize wakes the watchdog at once */
+	gice_error_cb_t err_cb;
+	void *err_arg;
+	gice_stats_t closed_stats; /* summed over the devices closed so far (GICE_STATS) */
+};
+
+extern struct api_state api_g;
+extern const gice_param_t api_params[];
+
+static inline uint64_t api_timeout_ns(uint64_t ms) { return ms ? ms * 1000000ull : api_g.timeout_ns; }
+
+/* Device offset of ptr: GICE_ERR_UNREGISTERED outside the device's memory. */
+static inline int api_dev_off(const gice_device_t *d, const void *ptr, uint64_t *off)
+{
+	uintptr_t p = (uintptr_t)ptr, b = (uintptr_t)d->base;
+
+	if (p < b || p - b >= d->size)
+		return GICE_ERR_UNREGISTERED;
+	*off = p - b;
+	return GICE_OK;
+}
+
+/* gice.c */
+void api_stats_add(gice_stats_t *sum, const gice_stats_t *st);
+/* api_watchdog.c: the watchdog thread (started by gice_init) */
+void *api_watchdog_main(void *arg);
+/* api_ops.c */
+int api_ctr_ok(const gice_device_t *d, gice_counter_t c);
+/* Push a request into its CT's queue (the SM -> CT path: memory and a doorbell). */
+int api_push_req(gice_device_t *d, ct_req_t *r, const char *who);
+/* api_stream.c: GICE_MODE=host, a kernel's operations deferred to its end */
+int api_launch_defer(gice_kctx_t *k, ct_req_t *r);
+int api_launch_flush(gice_kctx_t *k);
+
+#endif

@@ -1,0 +1,331 @@
+/* api_ops.c: counters, operations (host-posted, armed, and the device API that kernels call),
+ * waits and quiet. */
+#include "api/api_internal.h"
+
+#include <sched.h>
+#include <string.h>
+int api_ctr_ok(const gice_device_t *d, gice_counter_t c)
+{
+	if (c >= d->n_cts && c < tm_region_layout(d->tm)->n_counters)
+		return 1;
+	gice_error("api", "counter %u is not a counter of device %u (valid %u..%u)", c, d->gid, d->n_cts,
+		   tm_region_layout(d->tm)->n_counters - 1);
+	return 0;
+}
+
+int gice_counter_alloc(gice_device_t *d, gice_counter_t *c)
+{
+	gice_counter_t id;
+	int rc = tm_counter_alloc(d->tm, &id);
+
+	if (rc)
+		return rc;
+	tm_counter_reset(d->tm, id); /* a recycled counter starts from zero */
+	*c = id;
+	return GICE_OK;
+}
+int gice_counter_free(gice_device_t *d, gice_counter_t c) { return tm_counter_free(d->tm, c); }
+
+uint64_t gice_counter_read(gice_device_t *d, gice_counter_t c)
+{
+	return api_ctr_ok(d, c) ? tm_counter_read(d->tm, c) : 0;
+}
+
+int gice_counter_get(gice_device_t *d, gice_counter_t c, gice_counter_state_t *st)
+{
+	tm_counter_state_t s;
+
+	if (!api_ctr_ok(d, c))
+		return GICE_ERR_INVALID;
+	tm_counter_get(d->tm, c, &s);
+	st->value = s.value;
+	st->fail = s.fail;
+	st->status = s.status;
+	st->ts_ns = s.ts_ns;
+	return GICE_OK;
+}
+
+int gice_counter_set(gice_device_t *d, gice_counter_t c, uint64_t v)
+{
+	if (!api_ctr_ok(d, c))
+		return GICE_ERR_INVALID;
+	tm_counter_set(d->tm, c, v);
+	return GICE_OK;
+}
+
+int gice_counter_add(gice_device_t *d, gice_counter_t c, uint64_t v)
+{
+	if (!api_ctr_ok(d, c))
+		return GICE_ERR_INVALID;
+	tm_counter_add(d->tm, c, v);
+	return GICE_OK;
+}
+
+int gice_counter_reset(gice_device_t *d, gice_counter_t c)
+{
+	if (!api_ctr_ok(d, c))
+		return GICE_ERR_INVALID;
+	tm_counter_reset(d->tm, c);
+	return GICE_OK;
+}
+
+static const char *const cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
+
+static int wait_counter(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ns,
+			uint64_t *found, const char *who)
+{
+	uint64_t seen = 0;
+	int rc;
+
+	if (!api_ctr_ok(d, c) || (unsigned)cmp > GICE_CMP_LE)
+		return GICE_ERR_INVALID;
+	rc = tm_counter_wait(d->tm, c, (tm_cmp_t)cmp, target, timeout_ns, api_g.spin_ns, &seen);
+	if (rc == GICE_ERR_TIMED_OUT)
+		gice_error("api", "%s on device %u counter %u timed out after %llu ms: expected value %s %llu, found %llu",
+			   who, d->gid, c, (unsigned long long)(timeout_ns / 1000000), cmp_names[cmp],
+			   (unsigned long long)target, (unsigned long long)seen);
+	if (found)
+		*found = seen;
+	return rc;
+}
+
+int gice_counter_wait(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ms,
+		      uint64_t *found)
+{
+	return wait_counter(d, c, cmp, target, api_timeout_ns(timeout_ms), found, "gice_counter_wait");
+}
+
+/* ---------------------------------------------------------------- operations */
+
+static int op_to_req(gice_device_t *d, const gice_op_t *op, ct_req_t *r)
+{
+	uint64_t off = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->counter = op->completion;
+	r->conn = (uint16_t)op->conn;
+	r->rkey = op->rkey;
+	r->roff = op->roff;
+	r->value = op->value;
+	r->compare = op->compare;
+	r->len = op->bytes;
+	r->sig_id = op->signal;
+	if (op->completion != GICE_NO_COUNTER && !api_ctr_ok(d, op->completion))
+		return GICE_ERR_INVALID;
+	switch (op->type) {
+	case GICE_OP_PUT:
+	case GICE_OP_GET:
+		r->op = op->type == GICE_OP_PUT ? CT_OP_PUT : CT_OP_GET;
+		if (op->bytes && api_dev_off(d, op->local, &off)) {
+			gice_error("api", "%s of %zu bytes: local buffer %p is not device %u memory",
+				   op->type == GICE_OP_PUT ? "put" : "get", op->bytes, op->local, d->gid);
+			return GICE_ERR_UNREGISTERED;
+		}
+		if (op->type == GICE_OP_PUT && op->signal != GICE_NO_COUNTER) {
+			r->flags |= CT_RF_SIGNAL;
+			if (op->signal_flags & GICE_SIGNAL_ADD)
+				r->flags |= CT_RF_SIG_ADD;
+			if (op->signal_flags & GICE_SIGNAL_STRONG)
+				r->flags |= CT_RF_STRONG;
+		}
+		break;
+	case GICE_OP_ATOMIC_ADD:
+	case GICE_OP_ATOMIC_CSWAP:
+		r->op = op->type == GICE_OP_ATOMIC_ADD ? CT_OP_AMO_FADD : CT_OP_AMO_CSWAP;
+		if (!op->local)
+			r->flags |= CT_RF_NO_RESULT;
+		else if (api_dev_off(d, op->local, &off)) {
+			gice_error("api", "atomic result %p is not device %u memory", op->local, d->gid);
+			return GICE_ERR_UNREGISTERED;
+		}
+		break;
+	case GICE_OP_COUNTER_ADD:
+	case GICE_OP_COUNTER_SET:
+		r->op = op->type == GICE_OP_COUNTER_ADD ? CT_OP_CTR_ADD : CT_OP_CTR_SET;
+		if (!api_ctr_ok(d, op->signal))
+			return GICE_ERR_INVALID;
+		break;
+	default:
+		gice_error("api", "unknown operation type %d", (int)op->type);
+		return GICE_ERR_INVALID;
+	}
+	r->src_off = off;
+	return GICE_OK;
+}
+
+/* Push a request into the connection's CT queue (the SM → CT path: memory and a doorbell). */
+int api_push_req(gice_device_t *d, ct_req_t *r, const char *who)
+{
+	uint32_t ct = (r->op == CT_OP_CTR_ADD || r->op == CT_OP_CTR_SET || r->op == CT_OP_NOP)
+			      ? 0 : ct_for_conn(d->ct, r->conn);
+	uint64_t ticket, deadline = 0;
+	unsigned spins = 0;
+	int rc;
+
+	if (!r->t_issue) /* host mode: the kernel's call stamped it */
+		r->t_issue = gice_now_ns();
+	while ((rc = tm_queue_push(d->tm, ct, r, sizeof(*r), &ticket)) == GICE_ERR_AGAIN) {
+		/* queue full: the CT is behind; wait for room, not forever */
+		if (!deadline)
+			deadline = gice_now_ns() + api_g.timeout_ns;
+		if (gice_now_ns() > deadline) {
+			gice_error("api", "%s on device %u: CT %u request queue full for %llu ms", who, d->gid, ct,
+				   (unsigned long long)(api_g.timeout_ns / 1000000));
+			return GICE_ERR_TIMED_OUT;
+		}
+		if ((++spins & 15) == 0)
+			sched_yield();
+		else
+			gice_cpu_relax();
+	}
+	return rc;
+}
+
+int gice_post(gice_device_t *d, const gice_op_t *op)
+{
+	ct_req_t r;
+	int rc = op_to_req(d, op, &r);
+
+	return rc ? rc : api_push_req(d, &r, "gice_post");
+}
+
+int gice_arm(gice_device_t *d, gice_trigger_t trig, uint64_t threshold, uint64_t period, const gice_op_t *op,
+	     gice_desc_t *desc)
+{
+	ct_req_t r;
+	int rc;
+
+	if (!api_ctr_ok(d, trig))
+		return GICE_ERR_INVALID;
+	if ((rc = op_to_req(d, op, &r)))
+		return rc;
+	return ct_arm(d->ct, trig, threshold, period, &r, desc);
+}
+
+int gice_disarm(gice_device_t *d, gice_desc_t desc) { return ct_disarm(d->ct, desc); }
+
+static int quiet(gice_device_t *d, uint64_t timeout_ns, const char *who)
+{
+	uint64_t upto[TM_MAX_CTS];
+	int rc;
+
+	for (uint32_t c = 0; c < d->n_cts; c++)
+		upto[c] = tm_queue_prod(d->tm, c);
+	for (uint32_t c = 0; c < d->n_cts; c++) {
+		uint64_t seen;
+		/* counter c counts the retired tickets of CT c's queue */
+		rc = tm_counter_wait(d->tm, c, TM_CMP_GE, upto[c], timeout_ns, api_g.spin_ns, &seen);
+		if (rc == GICE_ERR_TIMED_OUT) {
+			gice_error("api", "%s on device %u: CT %u has completed %llu of %llu operations after %llu ms",
+				   who, d->gid, c, (unsigned long long)seen, (unsigned long long)upto[c],
+				   (unsigned long long)(timeout_ns / 1000000));
+			return rc;
+		}
+		if (rc) {
+			gice_error("api", "%s on device %u: CT %u failed operations: %s (the watchdog said why)", who,
+				   d->gid, c, gice_status_name(rc));
+			return rc;
+		}
+	}
+	return GICE_OK;
+}
+
+int gice_device_quiet(gice_device_t *d, uint64_t timeout_ms) { return quiet(d, api_timeout_ns(timeout_ms), "gice_device_quiet"); }
+
+/* ---------------------------------------------------------------- device side */
+
+void gice_trigger_store(gice_kctx_t *k, gice_trigger_t t, uint64_t v)
+{
+	if (api_ctr_ok(k->dev, t))
+		tm_counter_set(k->dev->tm, t, v);
+}
+
+void gice_trigger_add(gice_kctx_t *k, gice_trigger_t t, uint64_t v)
+{
+	if (api_ctr_ok(k->dev, t))
+		tm_counter_add(k->dev->tm, t, v);
+}
+
+
+/* A kernel's request: to its CT now (device mode), or to the host proxy at the kernel's end. */
+static int kernel_req(gice_kctx_t *k, ct_req_t *r, const char *who)
+{
+	if (k->dev->host_mode && k->launch)
+		return api_launch_defer(k, r);
+	return api_push_req(k->dev, r, who);
+}
+
+int gice_issue(gice_kctx_t *k, const gice_op_t *op)
+{
+	ct_req_t r;
+	int rc = op_to_req(k->dev, op, &r);
+
+	return rc ? rc : kernel_req(k, &r, "device op");
+}
+
+int gice_put(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src, size_t bytes,
+	     gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn, .local = (void *)src, .bytes = bytes, .rkey = rkey,
+			.roff = roff, .signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_put_signal(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src,
+		    size_t bytes, gice_counter_t sig, uint64_t value, int signal_flags, gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn, .local = (void *)src, .bytes = bytes, .rkey = rkey,
+			.roff = roff, .value = value, .signal = sig, .signal_flags = signal_flags,
+			.completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_get(gice_kctx_t *k, gice_conn_t conn, void *dst, uint64_t rkey, uint64_t roff, size_t bytes,
+	     gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_GET, .conn = conn, .local = dst, .bytes = bytes, .rkey = rkey, .roff = roff,
+			.signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_atomic_fetch_add(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, uint64_t value,
+			  uint64_t *result, gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_ATOMIC_ADD, .conn = conn, .local = result, .rkey = rkey, .roff = roff,
+			.value = value, .signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_atomic_cswap(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, uint64_t compare,
+		      uint64_t value, uint64_t *result, gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_ATOMIC_CSWAP, .conn = conn, .local = result, .rkey = rkey, .roff = roff,
+			.value = value, .compare = compare, .signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_wait_until(gice_kctx_t *k, gice_counter_t c, gice_cmp_t cmp, uint64_t value, uint64_t timeout_us,
+		    uint64_t *found)
+{
+	int rc = api_launch_flush(k);
+
+	if (rc)
+		return rc;
+	return wait_counter(k->dev, c, cmp, value, timeout_us ? timeout_us * 1000ull : api_g.timeout_ns, found,
+			    "gice_wait_until");
+}
+
+int gice_fence(gice_kctx_t *k, gice_conn_t conn)
+{
+	ct_req_t r = {.op = CT_OP_FENCE, .conn = (uint16_t)conn, .counter = TM_NONE};
+
+	return kernel_req(k, &r, "gice_fence");
+}
+
+int gice_quiet(gice_kctx_t *k)
+{
+	int rc = api_launch_flush(k);
+
+	return rc ? rc : quiet(k->dev, api_g.timeout_ns, "gice_quiet");
+}
+

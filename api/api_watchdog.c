@@ -1,0 +1,129 @@
+/* api_watchdog.c: the watchdog thread of the process (engine checks, heartbeats, the fault
+ * schedule's kill), the error callback, and fault injection at run time. */
+#include "api/api_internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fabric/fab_fault.h"
+/* ---------------------------------------------------------------- watchdog */
+
+struct wd_events {
+	ct_event_t ev[16];
+	uint32_t n;
+};
+
+static void wd_collect(const ct_event_t *ev, void *arg)
+{
+	struct wd_events *w = arg;
+
+	if (w->n < GICE_ARRAY_SIZE(w->ev))
+		w->ev[w->n++] = *ev;
+}
+
+static void wd_report(const ct_event_t *e)
+{
+	gice_error_info_t info = {.status = e->status, .device = e->device_gid, .peer = e->peer_gid, .ct = e->ct,
+				  .n_ops = e->n_ops, .waited_ns = e->waited_ns, .psn_acked = e->psn_acked,
+				  .psn_next = e->psn_next, .retransmits = e->retransmits, .op = e->op_name,
+				  .bytes = e->bytes, .msg_id = e->msg_id, .trigger = e->trigger,
+				  .threshold = e->threshold, .counter = e->counter, .counter_value = e->counter_value,
+				  .fallback = e->fallback, .message = e->text};
+	gice_error_cb_t cb;
+	void *arg;
+
+	pthread_mutex_lock(&api_g.lock);
+	cb = api_g.err_cb;
+	arg = api_g.err_arg;
+	pthread_mutex_unlock(&api_g.lock);
+	if (cb)
+		cb(&info, arg);
+	if (api_g.on_timeout == CT_ON_TIMEOUT_ABORT) {
+		fprintf(stderr, "gice: rank %u: GICE_ON_TIMEOUT=abort: %s\n", api_g.rank, e->text);
+		signal(SIGABRT, SIG_DFL); /* libfabric's psm providers trap SIGABRT and exit(1) */
+		abort();
+	}
+}
+
+/* One thread per process: every period, each device's engine checks its CTs and peers (and
+ * sends heartbeats); the fault schedule kills this rank when told to. */
+void *api_watchdog_main(void *arg)
+{
+	uint64_t period = GICE_MAX(GICE_MIN(api_g.timeout_ns / 10, 100000000ull), 1000000ull);
+	struct wd_events w;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "gice-watchdog");
+	while (!atomic_load(&api_g.watchdog_stop)) {
+		gice_futex_wait(&api_g.watchdog_stop, 0, period);
+		if (atomic_load(&api_g.watchdog_stop))
+			break;
+		uint64_t now = gice_now_ns();
+		uint64_t kill_at = atomic_load(&api_g.kill_at_ns);
+		if (kill_at && now >= kill_at) {
+			fprintf(stderr, "gice: rank %u: fault injection kill_rank=%u: killing this process %llu ms after "
+				"gice_init\n", api_g.rank, api_g.rank, (unsigned long long)((now - api_g.t0_ns) / 1000000));
+			raise(SIGKILL);
+		}
+		w.n = 0;
+		pthread_mutex_lock(&api_g.lock);
+		for (uint64_t i = 0; api_g.devs && i < api_g.max_devices; i++)
+			if (api_g.devs[i] && api_g.devs[i]->live)
+				ct_engine_watch(api_g.devs[i]->ct, api_g.on_timeout, wd_collect, &w);
+		pthread_mutex_unlock(&api_g.lock);
+		for (uint32_t i = 0; i < w.n; i++)
+			wd_report(&w.ev[i]);
+	}
+	return NULL;
+}
+
+int gice_set_error_callback(gice_error_cb_t cb, void *arg)
+{
+	pthread_mutex_lock(&api_g.lock);
+	api_g.err_cb = cb;
+	api_g.err_arg = arg;
+	pthread_mutex_unlock(&api_g.lock);
+	return GICE_OK;
+}
+
+int gice_faults_set(gice_device_t *d, const char *spec)
+{
+	uint64_t now = gice_now_ns();
+	gice_faults_t f;
+	int rc;
+
+	if (!d)
+		return GICE_ERR_INVALID;
+	if ((rc = gice_faults_parse(spec, &f)))
+		return rc;
+	for (uint32_t i = 0; i < f.n_stall; i++)
+		if (f.stall[i].ct >= d->n_cts) {
+			gice_error("fault", "gice_faults_set(\"%s\"): device %u has CTs 0..%u", spec, d->gid, d->n_cts - 1);
+			return GICE_ERR_INVALID;
+		}
+	if ((rc = fab_fault_set(d->ep, &f)))
+		return rc;
+	if (gice_faults_any_net(&f))
+		ct_engine_set_reliable(d->ct, 1, f.corrupt > 0 ? 1 : -1);
+	/* times count from now */
+	for (uint32_t i = 0; i < f.n_stall; i++)
+		ct_engine_fault_stall(d->ct, f.stall[i].ct, now + f.stall[i].at_ns, f.stall[i].dur_ns);
+	if (f.hang_rank == (int32_t)api_g.rank) {
+		pthread_mutex_lock(&api_g.lock);
+		for (uint64_t i = 0; i < api_g.max_devices; i++)
+			if (api_g.devs[i] && api_g.devs[i]->live)
+				ct_engine_fault_hang(api_g.devs[i]->ct, now + f.hang_at_ns);
+		pthread_mutex_unlock(&api_g.lock);
+	}
+	if (f.kill_rank == (int32_t)api_g.rank)
+		atomic_store(&api_g.kill_at_ns, now + GICE_MAX(f.kill_at_ns, 1ull));
+	if (f.n_stall || f.hang_rank >= 0 || f.kill_rank >= 0 || gice_faults_any_net(&f)) {
+		char text[256];
+		gice_faults_format(&f, text, sizeof(text));
+		gice_warn("fault", "device %u: injecting faults from now: %s", d->gid, text);
+	}
+	return GICE_OK;
+}
+
