@@ -47,16 +47,26 @@ static int bind_to_device_cpu(uint32_t index, cpu_set_t *saved)
 	return pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
 }
 
-/* NVLink plane: map a same-host device's memory through its process's memfd. */
+/* A same-host device of another rank: attach its trigger memory (to see it close: its state
+ * reads GICE_ERR_CANCELED; on the NVLink plane kernels here write its triggers and signals) and,
+ * on the NVLink plane, map its device memory, both through its process's memfds. */
 static struct peer_map map_peer(const struct dev_blob *b)
 {
 	struct peer_map m = {0};
 	char path[64];
 
-	if (!api_g.nvlink || strcmp(b->host, api_g.host) || b->hbm_fd < 0)
+	if (strcmp(b->host, api_g.host))
+		return m;
+	snprintf(path, sizeof(path), "/proc/%u/fd/%d", b->pid, b->tm_fd);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || tm_region_attach(fd, &m.tm))
+		gice_warn("api", "cannot attach device %u's trigger memory (%s)", b->gid, path);
+	if (fd >= 0)
+		close(fd); /* attach keeps its own descriptor */
+	if (!api_g.nvlink || b->hbm_fd < 0)
 		return m;
 	snprintf(path, sizeof(path), "/proc/%u/fd/%d", b->pid, b->hbm_fd);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
+	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		gice_warn("api", "NVLink plane: cannot open device %u's memory (%s): %m; using the network", b->gid,
 			  path);
@@ -71,20 +81,14 @@ static struct peer_map map_peer(const struct dev_blob *b)
 	}
 	m.base = p;
 	m.size = b->hbm_size;
-	/* its trigger memory too: a kernel here may write the peer's triggers and signals */
-	snprintf(path, sizeof(path), "/proc/%u/fd/%d", b->pid, b->tm_fd);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0 || tm_region_attach(fd, &m.tm))
-		gice_warn("api", "NVLink plane: cannot attach device %u's trigger memory (%s)", b->gid, path);
-	if (fd >= 0)
-		close(fd); /* attach keeps its own descriptor */
 	return m;
 }
 
 static int add_peer(ct_engine_t *ct, const struct dev_blob *b, const struct peer_map *m)
 {
 	ct_peer_info_t pi = {.addr = b->addr, .addr_len = b->addr_len, .mr = b->has_mr ? &b->mr : NULL,
-			     .hbm = m->base, .hbm_size = m->size};
+			     .hbm = m->base, .hbm_size = m->size, .tm = m->tm,
+			     .pid = strcmp(b->pidns, api_g.pidns) ? 0 : (int32_t)b->pid};
 	return ct_peer_add(ct, b->gid, &pi);
 }
 
@@ -102,6 +106,7 @@ static int wire_remote(gice_device_t *d)
 
 	memcpy(mine.addr, d->addr, d->addr_len);
 	snprintf(mine.host, sizeof(mine.host), "%s", api_g.host);
+	snprintf(mine.pidns, sizeof(mine.pidns), "%s", api_g.pidns);
 	all = calloc(api_g.size, sizeof(*all));
 	if (!all)
 		return GICE_ERR_NO_MEMORY;
@@ -210,7 +215,8 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 		goto err_ep;
 	ct_engine_attr_t ca = {.gid = d->gid, .index = d->index, .n_cts = d->n_cts, .hbm = d->hbm, .tm = d->tm,
 			       .ep = d->ep, .timeout_ns = api_g.timeout_ns, .faults = &api_g.faults, .t0_ns = api_g.t0_ns,
-			       .host_proxy = api_g.host_mode};
+			       .host_proxy = api_g.host_mode, .fail_signals = !api_g.tolerate_dead,
+			       .on_peer_lost = api_peer_lost, .on_peer_lost_arg = d};
 	if (api_g.faults.hang_rank == (int32_t)api_g.rank)
 		ca.hang_at_ns = api_g.t0_ns + GICE_MAX(api_g.faults.hang_at_ns, 1ull);
 	d->host_mode = api_g.host_mode;
@@ -235,9 +241,9 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 			continue;
 		/* devices of one process share its address space: the NVLink plane is free */
 		ct_peer_info_t to_p = {.addr = p->addr, .addr_len = p->addr_len, .mr = p->has_mr ? &p->mr : NULL,
-				       .hbm = api_g.nvlink ? p->base : NULL, .hbm_size = p->size};
+				       .hbm = api_g.nvlink ? p->base : NULL, .hbm_size = p->size, .pid = getpid()};
 		ct_peer_info_t to_d = {.addr = d->addr, .addr_len = d->addr_len, .mr = d->has_mr ? &d->mr : NULL,
-				       .hbm = api_g.nvlink ? d->base : NULL, .hbm_size = d->size};
+				       .hbm = api_g.nvlink ? d->base : NULL, .hbm_size = d->size, .pid = getpid()};
 		rc = ct_peer_add(d->ct, p->gid, &to_p);
 		if (!rc && p != d)
 			rc = ct_peer_add(p->ct, d->gid, &to_d);
@@ -281,6 +287,9 @@ int gice_device_close(gice_device_t *d)
 	if (!d)
 		return GICE_ERR_INVALID;
 	smt_destroy(d->smt);
+	/* what still waits on it ends (GICE_ERR_CANCELED), and same-host peers that map its trigger
+	 * memory see that it closed, rather than died */
+	tm_region_abort(d->tm, GICE_ERR_CANCELED);
 	pthread_mutex_lock(&api_g.lock); /* out of the watchdog's sight first */
 	api_g.devs[d->index] = NULL;
 	d->live = 0;
@@ -359,7 +368,7 @@ int gice_peer_trigger_add(gice_kctx_t *k, uint32_t peer_id, gice_trigger_t t, ui
 		if (api_g.devs[i] && api_g.devs[i]->gid == peer_id && api_g.nvlink)
 			tm = api_g.devs[i]->tm;
 	for (uint32_t i = 0; i < api_g.n_remote && !tm; i++)
-		if (api_g.remote[i].gid == peer_id)
+		if (api_g.remote[i].gid == peer_id && api_g.nvlink)
 			tm = api_g.remote_map[i].tm;
 	pthread_mutex_unlock(&api_g.lock);
 	(void)k;

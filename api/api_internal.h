@@ -32,6 +32,9 @@ struct gice_device {
 	int has_mr;
 	int host_mode;    /* GICE_MODE=host: kernels' operations wait for the kernel's end */
 	int live;         /* (api_g.lock) its engine and SMs run: others may wire to it and watch it */
+	/* its first error (gice_device_error), under api_g.err_lock; set once */
+	gice_error_info_t err;
+	char err_text[640];
 };
 
 struct gice_stream {
@@ -44,6 +47,7 @@ struct dev_blob {
 	fab_mr_info_t mr;
 	uint8_t addr[FAB_ADDR_MAX];
 	char host[96];       /* host identity: same string = same host (NVLink plane) */
+	char pidns[64];      /* same string: its pid means the same process here (liveness) */
 	int32_t hbm_fd;      /* in process pid: the memfd of its device memory */
 	int32_t tm_fd;       /* and of its trigger memory */
 	uint64_t hbm_size;
@@ -72,6 +76,7 @@ struct api_state {
 	uint32_t n_remote;
 	int nvlink;      /* GICE_PLANE allows mapping same-host peers */
 	char host[96];
+	char pidns[64];  /* this machine's boot and pid namespace */
 	/* watchdog and faults */
 	gice_faults_t faults;
 	uint64_t t0_ns;
@@ -82,6 +87,10 @@ struct api_state {
 	_Atomic uint32_t watchdog_stop; /* futex word: gice_finalize wakes the watchdog at once */
 	gice_error_cb_t err_cb;
 	void *err_arg;
+	int tolerate_dead;        /* GICE_ON_PEER_DEAD=tolerate: a dead peer fails only what it is in */
+	pthread_mutex_t err_lock; /* error records: every device's and the process's first */
+	gice_error_info_t job_err;
+	char job_err_text[640];
 	gice_stats_t closed_stats; /* summed over the devices closed so far (GICE_STATS) */
 };
 
@@ -105,6 +114,13 @@ static inline int api_dev_off(const gice_device_t *d, const void *ptr, uint64_t 
 void api_stats_add(gice_stats_t *sum, const gice_stats_t *st);
 /* api_watchdog.c: the watchdog thread (started by gice_init) */
 void *api_watchdog_main(void *arg);
+/* Abort d with status (what info says, when not NULL): record it as d's error, end every wait
+ * on d at once and fail what is issued later. */
+void api_device_abort(gice_device_t *d, int status, const gice_error_info_t *info);
+/* ct_engine_attr_t.on_peer_lost of device arg. */
+void api_peer_lost(void *arg, const ct_event_t *e);
+/* d's error message ("" if none). */
+const char *api_error_text(gice_device_t *d);
 /* api_ops.c */
 int api_ctr_ok(const gice_device_t *d, gice_counter_t c);
 /* Push a request into its CT's queue (the SM -> CT path: memory and a doorbell). */
@@ -112,5 +128,7 @@ int api_push_req(gice_device_t *d, ct_req_t *r, const char *who);
 /* api_stream.c: GICE_MODE=host, a kernel's operations deferred to its end */
 int api_launch_defer(gice_kctx_t *k, ct_req_t *r);
 int api_launch_flush(gice_kctx_t *k);
+/* The kernel of k failed (first failure kept: block, what, status); its stream reports it. */
+void api_kernel_failed(gice_kctx_t *k, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

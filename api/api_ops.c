@@ -71,19 +71,27 @@ int gice_counter_reset(gice_device_t *d, gice_counter_t c)
 
 static const char *const cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
 
+/* A wait. timeout_ns 0: GICE_TIMEOUT_MS without progress (a stall: an error, logged as one);
+ * else at most timeout_ns (the caller's choice: a timed-out poll is logged at debug). A wait
+ * ended by the device's abort names why once, at the abort. */
 static int wait_counter(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ns,
 			uint64_t *found, const char *who)
 {
-	uint64_t seen = 0;
+	uint64_t seen = 0, t = timeout_ns ? timeout_ns : api_g.timeout_ns;
 	int rc;
 
 	if (!api_ctr_ok(d, c) || (unsigned)cmp > GICE_CMP_LE)
 		return GICE_ERR_INVALID;
-	rc = tm_counter_wait(d->tm, c, (tm_cmp_t)cmp, target, timeout_ns, api_g.spin_ns, &seen);
+	rc = timeout_ns ? tm_counter_wait(d->tm, c, (tm_cmp_t)cmp, target, t, api_g.spin_ns, &seen)
+			: tm_counter_wait_idle(d->tm, c, (tm_cmp_t)cmp, target, t, api_g.spin_ns, &seen);
 	if (rc == GICE_ERR_TIMED_OUT)
-		gice_error("api", "%s on device %u counter %u timed out after %llu ms: expected value %s %llu, found %llu",
-			   who, d->gid, c, (unsigned long long)(timeout_ns / 1000000), cmp_names[cmp],
-			   (unsigned long long)target, (unsigned long long)seen);
+		gice_log(timeout_ns ? GICE_LOG_DEBUG : GICE_LOG_ERROR, "api",
+			 "%s on device %u counter %u timed out: %s %llu ms: expected value %s %llu, found %llu", who,
+			 d->gid, c, timeout_ns ? "waited" : "no progress for", (unsigned long long)(t / 1000000),
+			 cmp_names[cmp], (unsigned long long)target, (unsigned long long)seen);
+	else if (rc && rc == tm_region_status(d->tm))
+		gice_debug("api", "%s on device %u counter %u: device aborted (%s): %s", who, d->gid, c,
+			   gice_status_name(rc), api_error_text(d));
 	if (found)
 		*found = seen;
 	return rc;
@@ -92,7 +100,7 @@ static int wait_counter(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint
 int gice_counter_wait(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ms,
 		      uint64_t *found)
 {
-	return wait_counter(d, c, cmp, target, api_timeout_ns(timeout_ms), found, "gice_counter_wait");
+	return wait_counter(d, c, cmp, target, timeout_ms * 1000000ull, found, "gice_counter_wait");
 }
 
 /* ---------------------------------------------------------------- operations */
@@ -162,6 +170,8 @@ int api_push_req(gice_device_t *d, ct_req_t *r, const char *who)
 	unsigned spins = 0;
 	int rc;
 
+	if ((rc = tm_region_status(d->tm))) /* aborted: nothing new starts */
+		return rc;
 	if (!r->t_issue) /* host mode: the kernel's call stamped it */
 		r->t_issue = gice_now_ns();
 	while ((rc = tm_queue_push(d->tm, ct, r, sizeof(*r), &ticket)) == GICE_ERR_AGAIN) {
@@ -204,33 +214,46 @@ int gice_arm(gice_device_t *d, gice_trigger_t trig, uint64_t threshold, uint64_t
 
 int gice_disarm(gice_device_t *d, gice_desc_t desc) { return ct_disarm(d->ct, desc); }
 
+/* Wait until every operation issued on d so far (queued and fired by armed descriptors) has
+ * completed, then report the first failure since the last quiet. timeout_ns as wait_counter. */
 static int quiet(gice_device_t *d, uint64_t timeout_ns, const char *who)
 {
-	uint64_t upto[TM_MAX_CTS];
-	int rc;
+	ct_quiet_point_t pts[CT_QUIET_POINTS(TM_MAX_CTS)];
+	uint32_t n = ct_quiet_points(d->ct, pts);
+	uint64_t t = timeout_ns ? timeout_ns : api_g.timeout_ns;
+	int rc = tm_region_status(d->tm);
 
-	for (uint32_t c = 0; c < d->n_cts; c++)
-		upto[c] = tm_queue_prod(d->tm, c);
-	for (uint32_t c = 0; c < d->n_cts; c++) {
-		uint64_t seen;
-		/* counter c counts the retired tickets of CT c's queue */
-		rc = tm_counter_wait(d->tm, c, TM_CMP_GE, upto[c], timeout_ns, api_g.spin_ns, &seen);
+	if (rc) /* aborted: what is outstanding will not all complete */
+		return rc;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t seen = 0;
+		rc = timeout_ns ? tm_counter_wait(d->tm, pts[i].counter, TM_CMP_GE, pts[i].upto, t, api_g.spin_ns, &seen)
+				: tm_counter_wait_idle(d->tm, pts[i].counter, TM_CMP_GE, pts[i].upto, t, api_g.spin_ns,
+						       &seen);
 		if (rc == GICE_ERR_TIMED_OUT) {
-			gice_error("api", "%s on device %u: CT %u has completed %llu of %llu operations after %llu ms",
-				   who, d->gid, c, (unsigned long long)seen, (unsigned long long)upto[c],
-				   (unsigned long long)(timeout_ns / 1000000));
+			gice_log(timeout_ns ? GICE_LOG_DEBUG : GICE_LOG_ERROR, "api",
+				 "%s on device %u: CT %u has completed %llu of %llu %s operations: %s %llu ms", who, d->gid,
+				 i / 2, (unsigned long long)seen, (unsigned long long)pts[i].upto,
+				 i % 2 ? "fired" : "queued", timeout_ns ? "waited" : "no progress for",
+				 (unsigned long long)(t / 1000000));
 			return rc;
 		}
 		if (rc) {
-			gice_error("api", "%s on device %u: CT %u failed operations: %s (the watchdog said why)", who,
-				   d->gid, c, gice_status_name(rc));
+			gice_debug("api", "%s on device %u: device aborted (%s): %s", who, d->gid, gice_status_name(rc),
+				   api_error_text(d));
 			return rc;
 		}
 	}
-	return GICE_OK;
+	if ((rc = ct_failure_take(d->ct)))
+		gice_debug("api", "%s on device %u: an operation failed since the last quiet: %s", who, d->gid,
+			   gice_status_name(rc));
+	return rc;
 }
 
-int gice_device_quiet(gice_device_t *d, uint64_t timeout_ms) { return quiet(d, api_timeout_ns(timeout_ms), "gice_device_quiet"); }
+int gice_device_quiet(gice_device_t *d, uint64_t timeout_ms)
+{
+	return quiet(d, timeout_ms * 1000000ull, "gice_device_quiet");
+}
 
 /* ---------------------------------------------------------------- device side */
 
@@ -309,10 +332,19 @@ int gice_wait_until(gice_kctx_t *k, gice_counter_t c, gice_cmp_t cmp, uint64_t v
 {
 	int rc = api_launch_flush(k);
 
-	if (rc)
-		return rc;
-	return wait_counter(k->dev, c, cmp, value, timeout_us ? timeout_us * 1000ull : api_g.timeout_ns, found,
-			    "gice_wait_until");
+	uint64_t seen = 0;
+
+	if (!rc)
+		rc = wait_counter(k->dev, c, cmp, value, timeout_us * 1000ull, &seen, "gice_wait_until");
+	/* a failure reaches the host through the kernel's stream, but a poll that timed out at the
+	 * caller's own timeout is the caller's business */
+	if (rc && !(rc == GICE_ERR_TIMED_OUT && timeout_us))
+		api_kernel_failed(k, rc, "gice_wait_until(counter %u %s %llu) found %llu", c,
+				  (unsigned)cmp <= GICE_CMP_LE ? cmp_names[cmp] : "?", (unsigned long long)value,
+				  (unsigned long long)seen);
+	if (found)
+		*found = seen;
+	return rc;
 }
 
 int gice_fence(gice_kctx_t *k, gice_conn_t conn)
@@ -326,6 +358,10 @@ int gice_quiet(gice_kctx_t *k)
 {
 	int rc = api_launch_flush(k);
 
-	return rc ? rc : quiet(k->dev, api_g.timeout_ns, "gice_quiet");
+	if (!rc)
+		rc = quiet(k->dev, 0, "gice_quiet");
+	if (rc)
+		api_kernel_failed(k, rc, "gice_quiet");
+	return rc;
 }
 

@@ -2,13 +2,22 @@
  * stream waits and writes; GICE_MODE=host defers a kernel's operations to its end. */
 #include "api/api_internal.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 /* ---------------------------------------------------------------- streams */
 
 typedef struct {
 	gice_kernel_t fn;
 	gice_device_t *dev;
+	gice_stream_t *stream;
+	/* the kernel's first failure (gice_kernel_fail, a failed device wait): reported by its
+	 * stream's next sync; read by launch_done, after every block ended */
+	_Atomic int status;
+	uint32_t fail_block, nblocks;
+	char fail_what[200];
 	/* GICE_MODE=host: the operations its blocks issued, handed to the host proxy at its end */
 	pthread_mutex_t mu;
 	ct_req_t *ops;
@@ -40,13 +49,48 @@ static int launch_flush(launch_t *l)
 	return rc;
 }
 
+void api_kernel_failed(gice_kctx_t *k, int status, const char *fmt, ...)
+{
+	launch_t *l = k->launch;
+	int ok = GICE_OK;
+	va_list ap;
+
+	if (!l || status == GICE_OK)
+		return;
+	if (!atomic_compare_exchange_strong_explicit(&l->status, &ok, status, memory_order_relaxed,
+						     memory_order_relaxed))
+		return; /* the first failure is the one reported */
+	l->fail_block = k->block;
+	va_start(ap, fmt);
+	vsnprintf(l->fail_what, sizeof(l->fail_what), fmt, ap);
+	va_end(ap);
+}
+
+void gice_kernel_fail(gice_kctx_t *k, int status, const char *what)
+{
+	api_kernel_failed(k, status < 0 ? status : GICE_ERR_INVALID, "gice_kernel_fail(%s)", what ? what : "");
+}
+
+/* On the stream thread after the kernel's last block (or in its place when the stream skips
+ * it): a failure becomes the stream's error, which gice_stream_sync returns. */
 static void launch_done(void *arg)
 {
 	launch_t *l = arg;
+	int status = atomic_load_explicit(&l->status, memory_order_relaxed);
 
 	if (l->dev->host_mode) {
-		launch_flush(l);
+		int rc = launch_flush(l);
+		if (rc && !status) {
+			status = rc;
+			snprintf(l->fail_what, sizeof(l->fail_what), "handing its operations to the host proxy");
+		}
 		free(l->ops);
+	}
+	if (status) {
+		gice_error("api", "device %u stream %u: kernel failed in block %u of %u: %s: %s", l->dev->gid,
+			   smt_stream_id(l->stream->s), l->fail_block, l->nblocks, l->fail_what,
+			   gice_status_name(status));
+		smt_stream_fail(l->stream->s, status);
 	}
 	pthread_mutex_destroy(&l->mu);
 	free(l);
@@ -116,6 +160,10 @@ int gice_launch(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const 
 		return GICE_ERR_NO_MEMORY;
 	l->fn = kernel;
 	l->dev = s->dev;
+	l->stream = s;
+	atomic_init(&l->status, GICE_OK);
+	l->fail_block = 0;
+	l->nblocks = nblocks;
 	l->ops = NULL;
 	l->n_ops = l->cap_ops = 0;
 	if (s->dev->host_mode) { /* room for the kernel's operations, at launch rather than per op */
@@ -142,7 +190,8 @@ int gice_stream_wait_value(gice_stream_t *s, gice_counter_t c, gice_cmp_t cmp, u
 {
 	if (!api_ctr_ok(s->dev, c) || (unsigned)cmp > GICE_CMP_LE)
 		return GICE_ERR_INVALID;
-	return smt_wait_value(s->s, c, (tm_cmp_t)cmp, value, api_timeout_ns(timeout_ms));
+	return timeout_ms ? smt_wait_value(s->s, c, (tm_cmp_t)cmp, value, timeout_ms * 1000000ull)
+			  : smt_wait_value_idle(s->s, c, (tm_cmp_t)cmp, value, api_g.timeout_ns);
 }
 
 int gice_stream_write_value(gice_stream_t *s, gice_counter_t c, uint64_t value, int add)
@@ -152,5 +201,9 @@ int gice_stream_write_value(gice_stream_t *s, gice_counter_t c, uint64_t value, 
 	return smt_write_value(s->s, c, value, add);
 }
 
-int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms) { return smt_stream_sync(s->s, api_timeout_ns(timeout_ms)); }
+/* Default timeouts (0) measure stalls, explicit ones durations. */
+int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms)
+{
+	return timeout_ms ? smt_stream_sync(s->s, timeout_ms * 1000000ull) : smt_stream_sync_idle(s->s, api_g.timeout_ns);
+}
 

@@ -8,6 +8,91 @@
 #include <string.h>
 
 #include "fabric/fab_fault.h"
+
+/* ---------------------------------------------------------------- error state */
+
+/* Keep info as *dst unless one is kept already (the first error explains the rest). */
+static void error_keep(gice_error_info_t *dst, char *text, size_t len, const gice_error_info_t *info)
+{
+	if (dst->status != GICE_OK)
+		return;
+	*dst = *info;
+	snprintf(text, len, "%s", info->message ? info->message : "");
+	dst->message = text;
+	if (!dst->ts_ns)
+		dst->ts_ns = gice_now_ns();
+}
+
+static void error_record(gice_device_t *d, const gice_error_info_t *info)
+{
+	pthread_mutex_lock(&api_g.err_lock);
+	if (d)
+		error_keep(&d->err, d->err_text, sizeof(d->err_text), info);
+	error_keep(&api_g.job_err, api_g.job_err_text, sizeof(api_g.job_err_text), info);
+	pthread_mutex_unlock(&api_g.err_lock);
+}
+
+void api_device_abort(gice_device_t *d, int status, const gice_error_info_t *info)
+{
+	/* the record first: a waiter that sees the abort finds the reason */
+	error_record(d, info);
+	if (tm_region_abort(d->tm, status) != GICE_OK)
+		return; /* aborted already */
+	smt_abort(d->smt);
+	gice_error("api", "device %u aborted (%s): every wait on it ends, nothing new starts; cause: %s", d->gid,
+		   gice_status_name(status), info && info->message ? info->message : "");
+}
+
+const char *api_error_text(gice_device_t *d)
+{
+	const char *t;
+
+	pthread_mutex_lock(&api_g.err_lock);
+	t = d->err.status ? d->err_text : "";
+	pthread_mutex_unlock(&api_g.err_lock);
+	return t; /* set once, never rewritten while d is open */
+}
+
+int gice_device_error(gice_device_t *d, gice_error_info_t *info)
+{
+	if (!d || !info)
+		return GICE_ERR_INVALID;
+	pthread_mutex_lock(&api_g.err_lock);
+	*info = d->err;
+	if (!info->message)
+		info->message = "";
+	pthread_mutex_unlock(&api_g.err_lock);
+	return GICE_OK;
+}
+
+int gice_job_error(gice_error_info_t *info)
+{
+	if (!info)
+		return GICE_ERR_INVALID;
+	pthread_mutex_lock(&api_g.err_lock);
+	*info = api_g.job_err;
+	if (!info->message)
+		info->message = "";
+	pthread_mutex_unlock(&api_g.err_lock);
+	return GICE_OK;
+}
+
+int gice_device_abort(gice_device_t *d)
+{
+	gice_error_info_t info = {.status = GICE_ERR_ABORTED, .reason = "aborted by the application",
+				  .peer = UINT32_MAX, .peer_rank = UINT32_MAX, .ct = UINT32_MAX, .trigger = UINT32_MAX,
+				  .counter = UINT32_MAX};
+	char text[96];
+
+	if (!d)
+		return GICE_ERR_INVALID;
+	info.device = d->gid;
+	snprintf(text, sizeof(text), "device %u aborted by gice_device_abort", d->gid);
+	info.message = text;
+	api_device_abort(d, GICE_ERR_ABORTED, &info);
+	return GICE_OK;
+}
+
 /* ---------------------------------------------------------------- watchdog */
 
 struct wd_events {
@@ -23,20 +108,52 @@ static void wd_collect(const ct_event_t *ev, void *arg)
 		w->ev[w->n++] = *ev;
 }
 
+static gice_error_info_t event_info(const ct_event_t *e)
+{
+	gice_error_info_t info = {.status = e->status, .reason = e->reason, .device = e->device_gid,
+				  .peer = e->peer_gid, .ct = e->ct, .n_ops = e->n_ops, .waited_ns = e->waited_ns,
+				  .psn_acked = e->psn_acked, .psn_next = e->psn_next, .retransmits = e->retransmits,
+				  .op = e->op_name, .bytes = e->bytes, .msg_id = e->msg_id, .trigger = e->trigger,
+				  .threshold = e->threshold, .counter = e->counter, .counter_value = e->counter_value,
+				  .fallback = e->fallback, .message = e->text, .ts_ns = gice_now_ns()};
+
+	info.peer_rank = e->peer_gid == UINT32_MAX ? UINT32_MAX : e->peer_gid % gice_world_size();
+	return info;
+}
+
+static int peer_lost(const ct_event_t *e)
+{
+	return e->status == GICE_ERR_PEER_DEAD || e->status == GICE_ERR_PEER_HUNG;
+}
+
+void api_peer_lost(void *arg, const ct_event_t *e)
+{
+	gice_device_t *seen_by = arg;
+	gice_error_info_t info = event_info(e);
+
+	/* on the watchdog thread, inside ct_engine_watch, api_g.lock held: before the engine
+	 * fails anything, so every waiter that wakes finds the error and the abort in place */
+	error_record(seen_by, &info);
+	if (api_g.tolerate_dead)
+		return;
+	/* a lost peer ends every wait of the job here, as an NCCL communicator abort */
+	for (uint64_t i = 0; api_g.devs && i < api_g.max_devices; i++)
+		if (api_g.devs[i] && api_g.devs[i]->live)
+			api_device_abort(api_g.devs[i], e->status, &info);
+}
+
 static void wd_report(const ct_event_t *e)
 {
-	gice_error_info_t info = {.status = e->status, .device = e->device_gid, .peer = e->peer_gid, .ct = e->ct,
-				  .n_ops = e->n_ops, .waited_ns = e->waited_ns, .psn_acked = e->psn_acked,
-				  .psn_next = e->psn_next, .retransmits = e->retransmits, .op = e->op_name,
-				  .bytes = e->bytes, .msg_id = e->msg_id, .trigger = e->trigger,
-				  .threshold = e->threshold, .counter = e->counter, .counter_value = e->counter_value,
-				  .fallback = e->fallback, .message = e->text};
+	gice_error_info_t info = event_info(e);
 	gice_error_cb_t cb;
 	void *arg;
 
 	pthread_mutex_lock(&api_g.lock);
 	cb = api_g.err_cb;
 	arg = api_g.err_arg;
+	for (uint64_t i = 0; !peer_lost(e) && api_g.devs && i < api_g.max_devices; i++)
+		if (api_g.devs[i] && api_g.devs[i]->gid == e->device_gid)
+			error_record(api_g.devs[i], &info);
 	pthread_mutex_unlock(&api_g.lock);
 	if (cb)
 		cb(&info, arg);

@@ -13,7 +13,8 @@
 
 #include "fabric/fab_fault.h"
 const gice_param_t api_params[] = {
-	{"GICE_TIMEOUT_MS", "10000", "default timeout of every wait (device waits, quiet, stream waits, syncs)",
+	{"GICE_TIMEOUT_MS", "10000", "default timeout of every wait (device waits, quiet, stream waits, syncs): how long a wait goes without "
+	 "progress before it fails; a peer silent this long is dead or hung",
 	 GICE_PARAM_U64, 1, 86400000},
 	{"GICE_WAIT_SPIN_US", "20", "microseconds a waiting kernel or host spins before sleeping on the futex",
 	 GICE_PARAM_U64, 0, 1000000},
@@ -36,6 +37,11 @@ const gice_param_t api_params[] = {
 	 "operations fail, waiters get the status), fallback (a stalled CT's operations are issued by a host "
 	 "proxy thread instead), abort (print the diagnostic and abort the process)",
 	 GICE_PARAM_STR, 0, 0},
+	{"GICE_ON_PEER_DEAD", "abort",
+	 "when the watchdog finds a peer dead or hung: abort (every device of this process is aborted: "
+	 "every wait on it returns that status, as an NCCL communicator abort) or tolerate (only the operations "
+	 "to that peer fail)",
+	 GICE_PARAM_STR, 0, 0},
 	{"GICE_MODE", "device",
 	 "device: kernels hand operations to the CTs as they run (GPU-initiated); host: a kernel's operations "
 	 "are issued by a host proxy thread after the kernel completes, like a CPU-driven stack",
@@ -45,7 +51,7 @@ const gice_param_t api_params[] = {
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
-struct api_state api_g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+struct api_state api_g = {.lock = PTHREAD_MUTEX_INITIALIZER, .err_lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Same string on two ranks = same machine and network namespace (an emulated host). */
 static void host_identity(char *out, size_t len)
@@ -58,11 +64,30 @@ static void host_identity(char *out, size_t len)
 	snprintf(out, len, "%s/netns:%llu", name, (unsigned long long)st.st_ino);
 }
 
+/* Same string on two ranks = a pid of one names a live process of the other: the machine's boot
+ * and the pid namespace. */
+static void pid_identity(char *out, size_t len)
+{
+	char boot[40] = "?";
+	struct stat st = {0};
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+	if (f) {
+		if (!fgets(boot, sizeof(boot), f))
+			snprintf(boot, sizeof(boot), "?");
+		boot[strcspn(boot, "\n")] = 0;
+		fclose(f);
+	}
+	stat("/proc/self/ns/pid", &st);
+	snprintf(out, len, "%s/pidns:%llu", boot, (unsigned long long)st.st_ino);
+}
+
 /* GICE_ON_TIMEOUT, GICE_MODE, GICE_STATS, GICE_FAULTS. */
 static int read_fault_params(void)
 {
 	const char *ot = gice_param_str(gice_param_find(api_params, "GICE_ON_TIMEOUT"));
 	const char *mode = gice_param_str(gice_param_find(api_params, "GICE_MODE"));
+	const char *dead = gice_param_str(gice_param_find(api_params, "GICE_ON_PEER_DEAD"));
 	uint64_t stats;
 	int rc;
 
@@ -76,6 +101,11 @@ static int read_fault_params(void)
 		gice_error("api", "GICE_ON_TIMEOUT=\"%s\" is not error, fallback or abort", ot);
 		return GICE_ERR_CONFIG;
 	}
+	if (strcmp(dead, "abort") && strcmp(dead, "tolerate")) {
+		gice_error("api", "GICE_ON_PEER_DEAD=\"%s\" is not abort or tolerate", dead);
+		return GICE_ERR_CONFIG;
+	}
+	api_g.tolerate_dead = !strcmp(dead, "tolerate");
 	if (strcmp(mode, "device") && strcmp(mode, "host")) {
 		gice_error("api", "GICE_MODE=\"%s\" is not device or host", mode);
 		return GICE_ERR_CONFIG;
@@ -142,6 +172,9 @@ int gice_init(void)
 	if (api_g.faults.kill_rank == (int32_t)api_g.rank)
 		atomic_store(&api_g.kill_at_ns, api_g.t0_ns + GICE_MAX(api_g.faults.kill_at_ns, 1ull));
 	host_identity(api_g.host, sizeof(api_g.host));
+	pid_identity(api_g.pidns, sizeof(api_g.pidns));
+	if (api_g.size > 1)
+		gice_log_set_rank((int)api_g.rank);
 	api_g.opened = 0;
 	memset(&api_g.closed_stats, 0, sizeof(api_g.closed_stats));
 	atomic_store(&api_g.watchdog_stop, 0);

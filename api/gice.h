@@ -144,8 +144,9 @@ int gice_counter_add(gice_device_t *dev, gice_counter_t ctr, uint64_t value);
 /* Zero value, failure count and status. */
 int gice_counter_reset(gice_device_t *dev, gice_counter_t ctr);
 /* Host wait until cmp(value, target) holds (wraparound-safe). GICE_ERR_TIMED_OUT after
- * timeout_ms (0: GICE_TIMEOUT_MS); the counter's failure status if it records a failure.
- * *found (may be NULL) gets the last value seen. */
+ * timeout_ms (a poll: logged at debug), or with timeout_ms 0 after GICE_TIMEOUT_MS without
+ * progress (a stall: logged as an error); the counter's failure status if it records a failure;
+ * the device's abort status once it is aborted. *found (may be NULL) gets the last value seen. */
 int gice_counter_wait(gice_device_t *dev, gice_counter_t ctr, gice_cmp_t cmp, uint64_t target,
 		      uint64_t timeout_ms, uint64_t *found);
 
@@ -190,8 +191,10 @@ int gice_disarm(gice_device_t *dev, gice_desc_t desc);
 
 /* Host-issued operation (same path as a kernel's: through the CT's request queue). */
 int gice_post(gice_device_t *dev, const gice_op_t *op);
-/* Wait until every operation issued on dev so far (by kernels or the host) has completed.
- * GICE_ERR_TIMED_OUT after timeout_ms (0: GICE_TIMEOUT_MS). */
+/* Wait until every operation issued on dev so far (by kernels, the host, or fired by armed
+ * descriptors) has completed. GICE_OK; the status of the first operation that failed since the
+ * last quiet; GICE_ERR_TIMED_OUT after timeout_ms (0: GICE_TIMEOUT_MS without progress); the
+ * abort status of an aborted device. */
 int gice_device_quiet(gice_device_t *dev, uint64_t timeout_ms);
 
 /* ---------------------------------------------------------------- streams and kernels */
@@ -213,7 +216,10 @@ int gice_stream_wait_value(gice_stream_t *s, gice_counter_t ctr, gice_cmp_t cmp,
 /* Set (add = 0) or add to a counter when the stream reaches this point. */
 int gice_stream_write_value(gice_stream_t *s, gice_counter_t ctr, uint64_t value, int add);
 /* Wait for everything queued so far. GICE_OK, the first error of the stream's work since the
- * last sync, or GICE_ERR_TIMED_OUT after timeout_ms (0: GICE_TIMEOUT_MS). */
+ * last sync (a failed stream wait, a kernel's failure: gice_kernel_fail), the abort status of
+ * an aborted device, or GICE_ERR_TIMED_OUT after timeout_ms, or with timeout_ms 0 after
+ * GICE_TIMEOUT_MS without progress (a kernel that runs long while its device moves never times
+ * out). */
 int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms);
 
 /* ---------------------------------------------------------------- introspection */
@@ -246,18 +252,34 @@ typedef struct {
 /* Up to max most recent, oldest first; returns the count. */
 uint32_t gice_device_trace(gice_device_t *dev, gice_trace_t *out, uint32_t max);
 
-/* ---------------------------------------------------------------- faults and the watchdog
+/* ---------------------------------------------------------------- failures, faults, the watchdog
+ * Timeouts measure stalls: a wait given no timeout (0) fails with GICE_ERR_TIMED_OUT only after
+ * GICE_TIMEOUT_MS in which what it waits on made no progress (its counter did not change, the
+ * device received and completed nothing; for a stream sync, no command or block finished and no
+ * wait of the device was pending); an explicit timeout bounds the wait's duration.
+ *
  * A watchdog thread per process checks every device every few milliseconds: a peer silent for
- * GICE_TIMEOUT_MS is dead (GICE_ERR_PEER_DEAD); a peer that acknowledges nothing for that long
- * fails the operations to it (GICE_ERR_TIMED_OUT); a CT with work and no progress for half of
- * it is stalled (GICE_ERR_CT_STALLED). The operations involved complete with that status (their
- * waiters return it), the diagnostic below is logged and passed to the error callback, then
+ * GICE_TIMEOUT_MS is lost — dead (GICE_ERR_PEER_DEAD: its process is gone, or on another machine
+ * and cannot be seen) or hung (GICE_ERR_PEER_HUNG: its process is alive but not responding); a
+ * peer that acknowledges nothing for that long fails the operations to it (GICE_ERR_TIMED_OUT); a
+ * CT with work and no progress for half of it is stalled (GICE_ERR_CT_STALLED). The operations
+ * involved complete with that status (their waiters return it), the diagnostic below is logged,
+ * kept as the device's error (gice_device_error) and passed to the error callback, then
  * GICE_ON_TIMEOUT decides: error, fallback (a stalled CT's operations are issued by a host
- * proxy thread) or abort. */
+ * proxy thread) or abort (the process).
+ * A lost peer also aborts every device of this process (GICE_ON_PEER_DEAD=abort, the default,
+ * like an NCCL communicator abort): every wait on them in progress and later returns that
+ * status, nothing new starts, and the counters the peer signals record the failure.
+ * GICE_ON_PEER_DEAD=tolerate fails only the operations to that peer. A peer that closed its
+ * device is not lost. */
 typedef struct {
-	int status;            /* GICE_ERR_PEER_DEAD, GICE_ERR_TIMED_OUT or GICE_ERR_CT_STALLED */
+	int status;            /* GICE_ERR_PEER_DEAD, GICE_ERR_PEER_HUNG, GICE_ERR_TIMED_OUT,
+				  GICE_ERR_CT_STALLED or GICE_ERR_ABORTED (gice_device_abort) */
+	const char *reason;    /* one phrase: "process exited", "process alive, not responding
+				  (hung)", "aborted by the application", ... (NULL for a CT stall) */
 	uint32_t device;       /* device id where it was seen */
 	uint32_t peer;         /* the peer device, UINT32_MAX for a CT stall */
+	uint32_t peer_rank;    /* its rank, UINT32_MAX if none */
 	uint32_t ct;           /* the stalled CT, UINT32_MAX otherwise */
 	uint32_t n_ops;        /* operations failed, or handed to the host proxy (fallback) */
 	uint64_t waited_ns;    /* how long nothing happened */
@@ -272,11 +294,22 @@ typedef struct {
 	uint64_t counter_value; /* that counter's value now (it expected one more) */
 	int fallback;          /* the host proxy took over */
 	const char *message;   /* the whole diagnostic, one line */
+	uint64_t ts_ns;        /* CLOCK_MONOTONIC when it was seen */
 } gice_error_info_t;
 typedef void (*gice_error_cb_t)(const gice_error_info_t *info, void *arg);
 /* Called on the watchdog thread for every event (NULL: none). The info is valid during the
  * call only. The callback may call gice functions except gice_finalize. */
 int gice_set_error_callback(gice_error_cb_t cb, void *arg);
+/* Error state without a callback (as ncclCommGetAsyncError): the first error seen on dev, or on
+ * any device of this process (gice_job_error); info->status is GICE_OK while there is none.
+ * The strings stay valid while the device is open / until gice_finalize. GICE_ERR_INVALID on
+ * NULL. */
+int gice_device_error(gice_device_t *dev, gice_error_info_t *info);
+int gice_job_error(gice_error_info_t *info);
+/* Abort dev (as ncclCommAbort): every wait on it — kernels' and host's, stream syncs, quiet —
+ * returns GICE_ERR_ABORTED at once, and so does every later wait and operation; its error
+ * state says so. The device must still be closed. GICE_ERR_INVALID on NULL. */
+int gice_device_abort(gice_device_t *dev);
 /* Inject faults from now on (GICE_FAULTS syntax, times counted from this call): the network
  * faults replace those on dev's sends (NULL or "" stops them); stall_ct=C@T+D stalls CT C of
  * dev; hang_rank/kill_rank naming this rank hang every device of the process / kill it. Network

@@ -3,7 +3,8 @@
  * a CT's queue in trigger memory, followed by a doorbell. Operations are non-blocking (nbi):
  * they return once queued; their outcome lands in the completion counter given (or is waited
  * for by gice_quiet). Every wait has a timeout and returns GICE_ERR_TIMED_OUT, logging the call,
- * the counter, the value expected and the value found.
+ * the counter, the value expected and the value found; without an explicit timeout it measures a
+ * stall (GICE_TIMEOUT_MS without progress). A wait fails at once when the device is aborted.
  */
 #ifndef GICE_DEVICE_H
 #define GICE_DEVICE_H
@@ -55,8 +56,10 @@ int gice_atomic_cswap(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t 
 int gice_issue(gice_kctx_t *k, const gice_op_t *op);
 
 /* Wait until cmp(counter, value) holds (wraparound-safe), at most timeout_us (0:
- * GICE_TIMEOUT_MS). GICE_OK; GICE_ERR_TIMED_OUT (logged with counter, expected, found); or the
- * counter's failure status when it records one. *found (may be NULL) gets the value seen. */
+ * GICE_TIMEOUT_MS without progress). GICE_OK; GICE_ERR_TIMED_OUT (logged with counter, expected,
+ * found); the counter's failure status when it records one; the device's abort status. A failure
+ * (other than a timeout at an explicit timeout_us) also fails the kernel: gice_kernel_fail. *found
+ * (may be NULL) gets the value seen. */
 int gice_wait_until(gice_kctx_t *k, gice_counter_t ctr, gice_cmp_t cmp, uint64_t value, uint64_t timeout_us,
 		    uint64_t *found);
 /* NVLink plane: add value to counter t of a same-host peer device by writing its trigger memory
@@ -67,9 +70,18 @@ int gice_wait_until(gice_kctx_t *k, gice_counter_t ctr, gice_cmp_t cmp, uint64_t
 int gice_peer_trigger_add(gice_kctx_t *k, uint32_t peer_id, gice_trigger_t t, uint64_t value);
 /* fence: later operations on conn start only after earlier ones on conn have completed. */
 int gice_fence(gice_kctx_t *k, gice_conn_t conn);
-/* quiet: wait until every operation this device issued so far has completed (puts landed and
- * acknowledged). GICE_ERR_TIMED_OUT after GICE_TIMEOUT_MS. */
+/* quiet: wait until every operation this device issued so far — by kernels, the host, or fired
+ * by armed descriptors — has completed (puts landed and acknowledged). GICE_OK, or the status of
+ * the first operation that failed since the last quiet, or GICE_ERR_TIMED_OUT after
+ * GICE_TIMEOUT_MS without progress. */
 int gice_quiet(gice_kctx_t *k);
+
+/* Errors reach the host. The kernel fails with status (< 0) and what (a short text, copied):
+ * the first failure of a kernel — this, a failed gice_wait_until or gice_quiet (but not a wait
+ * that timed out at its own explicit timeout) — is logged with its block and becomes its
+ * stream's error, which the next gice_stream_sync returns; later work on the stream is skipped
+ * until then. The kernel goes on running: return from it. */
+void gice_kernel_fail(gice_kctx_t *k, int status, const char *what);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,9 @@ extern "C" {
 	X(GICE_ERR_CT_STALLED, -16, "communication tile stalled")                    \
 	X(GICE_ERR_OVERFLOW, -17, "queue or table full")                             \
 	X(GICE_ERR_NO_DEVICE, -18, "no such device")                                 \
-	X(GICE_ERR_CONFIG, -19, "bad configuration value")
+	X(GICE_ERR_CONFIG, -19, "bad configuration value")                           \
+	X(GICE_ERR_PEER_HUNG, -20, "peer process is alive but not responding")       \
+	X(GICE_ERR_ABORTED, -21, "device aborted")
 
 typedef enum {
 #define GICE_STATUS_ENUM_(name, val, str) name = val,

@@ -7,7 +7,7 @@
  *   with GICE_ON_TIMEOUT=fallback the host proxy finishes the work; abort aborts; a stall set
  *   through gice_faults_set delays a put by its length;
  * - across processes: a hung peer is reported within 2x GICE_TIMEOUT_MS and the waiter returns
- *   GICE_ERR_PEER_DEAD; a killed rank is detected by every other rank;
+ *   GICE_ERR_PEER_HUNG; a killed rank is detected by every other rank;
  * - GICE_MODE=host issues a kernel's put only after the kernel has ended (device mode: during);
  * - GICE_STATS=1 prints the rank's fault and retransmission counters at gice_finalize.
  * Every case runs in its own forked process (Check's default), so each sets its environment
@@ -209,6 +209,8 @@ START_TEST(test_nack_under_loss)
 				.roff = 0, .signal = GICE_NO_COUNTER, .completion = (i & 1) ? bad : good};
 		ck_assert_int_eq(gice_post(A, &op), GICE_OK);
 	}
+	/* quiet reports the first failure since the last quiet, once */
+	ck_assert_int_eq(gice_device_quiet(A, 60000), GICE_ERR_BAD_KEY);
 	ck_assert_int_eq(gice_device_quiet(A, 60000), GICE_OK);
 	ck_assert_int_eq(gice_counter_get(A, good, &st), GICE_OK);
 	ck_assert_uint_eq(st.value, 200);
@@ -564,7 +566,7 @@ struct shared {
 
 /* rank 1 hangs (hang_rank=1@1s: its CTs and link stop, no heartbeats; late enough that a slow
  * start under a sanitizer is over); rank 0 puts to it 1.1 s after its start: the put's waiter
- * gets GICE_ERR_PEER_DEAD within 2x GICE_TIMEOUT_MS (1 s). */
+ * gets GICE_ERR_PEER_HUNG (its process is alive: hung, not dead) within 2x GICE_TIMEOUT_MS (1 s). */
 static int hang_rank_fn(int rank, int size)
 {
 	gice_device_t *d;
@@ -597,7 +599,7 @@ static int hang_rank_fn(int rank, int size)
 		uint64_t ms = now_ms() - t0;
 		fprintf(stderr, "rank 0: put to the hung rank ended after %llu ms: %s\n", (unsigned long long)ms,
 			gice_status_name(rc));
-		FAILIF(rc != GICE_ERR_PEER_DEAD, "waiter got %s", gice_status_name(rc));
+		FAILIF(rc != GICE_ERR_PEER_HUNG, "waiter got %s", gice_status_name(rc));
 		FAILIF(ms >= 1000, "reported after %llu ms, not within 2x GICE_TIMEOUT_MS", (unsigned long long)ms);
 		FAILIF(gice_counter_get(d, done, &cs) || cs.fail != 1, "failure not recorded");
 		gice_stats_t st;

@@ -56,9 +56,9 @@ START_TEST(test_layout_sizes)
 	ck_assert_uint_eq(l->n_cts, 4);
 	ck_assert_uint_eq(l->queue_depth, 256);
 
-	/* header + one line per counter and doorbell + 4 queues of (128 + 256 slots) */
+	/* header + state line + one line per counter and doorbell + 4 queues of (128 + 256 slots) */
 	ck_assert_int_eq(fstat(tm_region_fd(r), &st), 0);
-	uint64_t min = 128 + 4096ull * 64 + 4 * 64 + 4 * (128 + 256ull * 128);
+	uint64_t min = 128 + 64 + 4096ull * 64 + 4 * 64 + 4 * (128 + 256ull * 128);
 	ck_assert_uint_ge((uint64_t)st.st_size, min);
 	ck_assert_uint_lt((uint64_t)st.st_size, min + 4 * 4096 + 4 * 1024);
 	ck_assert_uint_eq((uint64_t)st.st_size % 4096, 0);
@@ -71,7 +71,7 @@ START_TEST(test_layout_sizes)
 	uint64_t total;
 	memcpy(&version, p + 8, 4);
 	memcpy(&total, p + 16, 8);
-	ck_assert_uint_eq(version, 1);
+	ck_assert_uint_eq(version, 2);
 	ck_assert_uint_eq(total, (uint64_t)st.st_size);
 	munmap(p, (size_t)st.st_size);
 	tm_region_destroy(r);

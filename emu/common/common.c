@@ -90,8 +90,14 @@ int gice_log_enabled(int level, const char *subsys)
 	return 0;
 }
 
+static int log_rank = -1;
+
+void gice_log_set_rank(int rank) { __atomic_store_n(&log_rank, rank, __ATOMIC_RELAXED); }
+
 void gice_log_write(int level, const char *subsys, const char *file, int line, const char *fmt, ...)
 {
+	int rank = __atomic_load_n(&log_rank, __ATOMIC_RELAXED);
+	char who[48];
 	char msg[1024];
 	va_list ap;
 	const char *base = strrchr(file, '/');
@@ -99,9 +105,13 @@ void gice_log_write(int level, const char *subsys, const char *file, int line, c
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (rank >= 0)
+		snprintf(who, sizeof(who), "rank %d pid %d", rank, (int)getpid());
+	else
+		snprintf(who, sizeof(who), "%d", (int)getpid());
 	/* One write per line so lines of different threads do not interleave. */
-	fprintf(stderr, "gice[%d] %s %s: %s (%s:%d)\n", (int)getpid(), level_names[level], subsys, msg,
-		base ? base + 1 : file, line);
+	fprintf(stderr, "gice[%s] %s %s: %s (%s:%d)\n", who, level_names[level], subsys, msg, base ? base + 1 : file,
+		line);
 }
 
 uint64_t gice_now_ns(void)

@@ -22,6 +22,9 @@
 enum { GICE_LOG_ERROR, GICE_LOG_WARN, GICE_LOG_INFO, GICE_LOG_DEBUG, GICE_LOG_TRACE };
 
 int gice_log_enabled(int level, const char *subsys);
+/* Name this process's rank in every line ("gice[rank R pid P]"); messages name devices by their
+ * global id. -1 (the default) shows the pid only. */
+void gice_log_set_rank(int rank);
 void gice_log_write(int level, const char *subsys, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 

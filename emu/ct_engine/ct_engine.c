@@ -146,26 +146,36 @@ void ct_msg_release(ct_engine_t *e, uint32_t idx)
 						      memory_order_relaxed));
 }
 
-/* Tickets retire in queue order (quiet waits on counter ct reaching a ticket count). */
+/* Tickets retire in order (quiet waits on the sequence's counter reaching a ticket count):
+ * queue tickets on counter ct, fired ones on the tile's fired counter. */
 void ct_retire(ct_engine_t *e, uint32_t ct, uint64_t ticket)
 {
 	ct_tile_t *t = &e->tiles[ct];
+	ct_retire_seq_t *q = (ticket & CT_TICKET_FIRED) ? &t->rf : &t->rq;
 
 	if (ticket == UINT64_MAX)
 		return;
-	atomic_store_explicit(&t->done[ticket & t->done_mask], ticket + 1, memory_order_release);
+	ticket &= ~CT_TICKET_FIRED;
+	atomic_store_explicit(&q->done[ticket & q->mask], ticket + 1, memory_order_release);
 	for (;;) {
-		uint64_t cur = atomic_load_explicit(&t->retire_cursor, memory_order_acquire);
-		if (atomic_load_explicit(&t->done[cur & t->done_mask], memory_order_acquire) != cur + 1)
+		uint64_t cur = atomic_load_explicit(&q->cursor, memory_order_acquire);
+		if (atomic_load_explicit(&q->done[cur & q->mask], memory_order_acquire) != cur + 1)
 			return;
-		if (atomic_compare_exchange_strong_explicit(&t->retire_cursor, &cur, cur + 1, memory_order_acq_rel,
+		if (atomic_compare_exchange_strong_explicit(&q->cursor, &cur, cur + 1, memory_order_acq_rel,
 							    memory_order_acquire))
-			tm_counter_add(e->attr.tm, ct, 1);
+			tm_counter_add(e->attr.tm, q->counter, 1);
 	}
 }
 
 void ct_complete_counter(ct_engine_t *e, uint32_t counter, int status)
 {
+	int ok = GICE_OK;
+
+	/* before the counter write: a quiet released by it reports the failure */
+	if (status != GICE_OK)
+		atomic_compare_exchange_strong_explicit(&e->first_fail, &ok, status, memory_order_relaxed,
+							memory_order_relaxed);
+	tm_progress(e->attr.tm);
 	if (counter == TM_NONE)
 		return;
 	if (status == GICE_OK)
@@ -342,10 +352,15 @@ static int fire_due(ct_tile_t *t, uint32_t id)
 		tm_counter_state_t cs;
 		tm_counter_get(e->attr.tm, id, &cs);
 		r.t_issue = cs.ts_ns; /* the trigger write that made it due */
-		if (exec_req(t, &r, UINT64_MAX, id, d->threshold) == GICE_ERR_AGAIN) {
-			tm_dirty_mark(e->attr.tm, t->idx, id); /* no message entry free: look again later */
+		uint64_t fired = atomic_load_explicit(&t->fired_next, memory_order_relaxed);
+		/* no message entry free, or the retirement ring full: look again later */
+		if (fired - atomic_load_explicit(&t->rf.cursor, memory_order_acquire) > t->rf.mask ||
+		    exec_req(t, &r, fired | CT_TICKET_FIRED, id, d->threshold) == GICE_ERR_AGAIN) {
+			tm_dirty_mark(e->attr.tm, t->idx, id);
 			break;
 		}
+		/* release: quiet reads it, then waits for the fired counter to reach it */
+		atomic_store_explicit(&t->fired_next, fired + 1, memory_order_release);
 		t->armed[id] = d->next;
 		ct_stat_add(&e->st.fired, 1);
 		n++;
@@ -398,7 +413,7 @@ static int drain_queue(ct_tile_t *t, int max, int by_proxy, int *empty)
 	*empty = 0;
 	while (n < max) {
 		/* keep tickets within the retirement ring */
-		if (t->next_ticket - atomic_load_explicit(&t->retire_cursor, memory_order_acquire) > t->done_mask)
+		if (t->next_ticket - atomic_load_explicit(&t->rq.cursor, memory_order_acquire) > t->rq.mask)
 			break;
 		if (t->free_head == CT_NIL && !atomic_load_explicit(&t->ret_head, memory_order_relaxed))
 			break; /* no message entry: leave requests queued */
@@ -540,7 +555,10 @@ static void *ct_thread(void *arg)
 static void engine_free(ct_engine_t *e)
 {
 	for (uint32_t c = 0; e->tiles && c < e->attr.n_cts; c++) {
-		free(e->tiles[c].done);
+		free(e->tiles[c].rq.done);
+		free(e->tiles[c].rf.done);
+		if (e->tiles[c].rf.counter)
+			tm_counter_free(e->attr.tm, e->tiles[c].rf.counter);
 		free(e->tiles[c].armed);
 	}
 	free(e->descs);
@@ -609,10 +627,14 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 			ring <<= 1;
 		t->e = e;
 		t->idx = c;
-		t->done_mask = ring - 1;
-		t->done = calloc(ring, sizeof(*t->done));
+		t->rq.mask = t->rf.mask = ring - 1;
+		t->rq.counter = c; /* the queue's retired-ticket counter (triggermem reserves it) */
+		t->rq.done = calloc(ring, sizeof(*t->rq.done));
+		t->rf.done = calloc(ring, sizeof(*t->rf.done));
 		t->armed = malloc(sizeof(uint32_t) * e->n_counters);
-		if (!t->done || !t->armed)
+		if (!t->rq.done || !t->rf.done || !t->armed)
+			goto err_mem;
+		if (tm_counter_alloc(attr->tm, &t->rf.counter)) /* counts its retired fired tickets */
 			goto err_mem;
 		memset(t->armed, 0xff, sizeof(uint32_t) * e->n_counters);
 		t->free_head = CT_NIL;
@@ -734,6 +756,8 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info)
 		}
 		p->map = info->hbm;
 		p->map_size = info->hbm_size;
+		p->pid = info->pid;
+		p->tm = info->tm;
 		p->present = 1;
 	}
 	ct_link_unlock(e);
@@ -801,6 +825,24 @@ int ct_conn_close(ct_engine_t *e, uint32_t conn)
 
 uint32_t ct_for_conn(const ct_engine_t *e, uint32_t conn) { return conn % e->attr.n_cts; }
 uint32_t ct_num_cts(const ct_engine_t *e) { return e->attr.n_cts; }
+
+uint32_t ct_quiet_points(const ct_engine_t *e, ct_quiet_point_t *pts)
+{
+	uint32_t n = 0;
+
+	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
+		const ct_tile_t *t = &e->tiles[c];
+		pts[n++] = (ct_quiet_point_t){t->rq.counter, tm_queue_prod(e->attr.tm, c)};
+		/* acquire: pairs with fire_due's release of the ticket */
+		pts[n++] = (ct_quiet_point_t){t->rf.counter, atomic_load_explicit(&t->fired_next, memory_order_acquire)};
+	}
+	return n;
+}
+
+int ct_failure_take(ct_engine_t *e)
+{
+	return atomic_exchange_explicit(&e->first_fail, GICE_OK, memory_order_relaxed);
+}
 
 static int push_control(ct_engine_t *e, uint32_t ct, uint8_t op, uint32_t desc)
 {
@@ -1000,8 +1042,6 @@ static uint32_t fail_queued(ct_tile_t *t, int status)
 		n++;
 	}
 	atomic_store_explicit(&t->consumed, t->next_ticket, memory_order_relaxed);
-	if (n) /* quiet on this device reports it from now on, as a sticky device error */
-		tm_counter_fail(e->attr.tm, t->idx, status);
 	return n;
 }
 

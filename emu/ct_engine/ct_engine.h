@@ -62,6 +62,7 @@ typedef struct {
 _Static_assert(sizeof(ct_req_t) == 96 && sizeof(ct_req_t) <= TM_REQ_MAX_BYTES, "request fits a slot");
 
 typedef struct ct_engine ct_engine_t;
+struct ct_event;
 
 typedef struct {
 	uint32_t gid;      /* global device id, unique in the job */
@@ -77,6 +78,11 @@ typedef struct {
 	uint64_t t0_ns;       /* origin of the fault schedule (gice_init) */
 	uint64_t hang_at_ns;
 	int host_proxy;       /* GICE_MODE=host: the one CT thread is the host's proxy thread */
+	int fail_signals;     /* a peer found dead or hung fails the counters its signals set here */
+	/* called by ct_engine_watch when a peer is found dead or hung, before anything is failed
+	 * (whoever aborts the device does it before a waiter wakes); may be NULL */
+	void (*on_peer_lost)(void *arg, const struct ct_event *ev);
+	void *on_peer_lost_arg;
 } ct_engine_attr_t;
 
 typedef struct {
@@ -95,8 +101,10 @@ typedef struct {
 } ct_stats_t;
 
 /* What the watchdog found (ct_engine_watch): a peer dead or not acknowledging, or a CT stalled. */
-typedef struct {
-	int status;            /* GICE_ERR_PEER_DEAD, GICE_ERR_TIMED_OUT or GICE_ERR_CT_STALLED */
+typedef struct ct_event {
+	int status;            /* GICE_ERR_PEER_DEAD, GICE_ERR_PEER_HUNG, GICE_ERR_TIMED_OUT or
+				  GICE_ERR_CT_STALLED */
+	const char *reason;    /* one phrase: "process exited", "process alive, not responding", ... */
 	uint32_t device_gid;
 	uint32_t peer_gid;     /* UINT32_MAX for a CT stall */
 	uint32_t ct;           /* the stalled CT, else UINT32_MAX */
@@ -120,7 +128,10 @@ typedef void (*ct_event_cb)(const ct_event_t *ev, void *arg);
 enum { CT_ON_TIMEOUT_ERROR, CT_ON_TIMEOUT_FALLBACK, CT_ON_TIMEOUT_ABORT };
 
 /* One watchdog pass (the API's watchdog thread calls it every few ms): heartbeats to quiet
- * peers; peers silent or not acknowledging for timeout_ns fail their operations; a CT with
+ * peers; peers silent for timeout_ns are dead (GICE_ERR_PEER_DEAD: their process is gone or
+ * cannot be seen) or hung (GICE_ERR_PEER_HUNG: their process is alive), and fail their
+ * operations (and, with attr.fail_signals, the counters they signal here); peers not
+ * acknowledging for timeout_ns fail their operations (GICE_ERR_TIMED_OUT); a CT with
  * work and no progress for timeout_ns / 2 is stalled: its queued operations fail with
  * GICE_ERR_CT_STALLED (error, abort) or a host proxy thread runs them (fallback) until it
  * recovers. cb runs once per event. Returns the number of events. */
@@ -159,6 +170,10 @@ typedef struct {
 	void *hbm;                 /* NVLink plane: its device memory mapped in this process, or NULL;
 				      rendezvous puts from it are then copied with memcpy */
 	uint64_t hbm_size;
+	int32_t pid;               /* its process when that pid means it here (same pid namespace and
+				      machine), else 0: tells a hung peer from a dead one */
+	const tm_region_t *tm;     /* its trigger memory mapped here (same host), or NULL: tells a
+				      closed device (state GICE_ERR_CANCELED) from a dead one */
 } ct_peer_info_t;
 
 /* Make device gid reachable. Re-adding the same gid is GICE_OK. */
@@ -171,6 +186,19 @@ int ct_conn_close(ct_engine_t *e, uint32_t conn);
 /* Queue a connection's requests go to (same connection → same CT → issue order kept). */
 uint32_t ct_for_conn(const ct_engine_t *e, uint32_t conn);
 uint32_t ct_num_cts(const ct_engine_t *e);
+
+/* Quiet: every operation issued so far — queued requests and operations fired by armed
+ * descriptors — has completed when each point's counter reaches its target. Fills up to
+ * CT_QUIET_POINTS(n_cts) points; returns the count. */
+typedef struct {
+	uint32_t counter;
+	uint64_t upto;
+} ct_quiet_point_t;
+#define CT_QUIET_POINTS(n_cts) (2 * (n_cts))
+uint32_t ct_quiet_points(const ct_engine_t *e, ct_quiet_point_t *pts);
+/* The status of the first operation that failed since the last call (GICE_OK if none), and
+ * forget it. */
+int ct_failure_take(ct_engine_t *e);
 
 /* Arm: when counter `trig` reaches threshold (wraparound-safe >=), the CT executes *op (a
  * ct_req_t; its t_issue is ignored). Equal thresholds fire in arming order. period > 0 re-arms

@@ -13,6 +13,7 @@
 #define CT_PEER_WIN 256u      /* outstanding request ids per peer (power of two) */
 #define CT_PSN_WIN 1024u      /* receive window in packets (power of two) */
 #define CT_NIL UINT32_MAX
+#define CT_SIG_RECENT 8u      /* signal counters remembered per peer */
 
 enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP, MK_PUT_DONE, MK_NACK };
 enum { NEED_ACK = 1, NEED_RESP = 2 };
@@ -64,6 +65,11 @@ typedef struct { /* link-private (under the link lock) */
 	int present, rma;
 	uint8_t dead;         /* declared dead (or closed): operations to it fail with dead_status */
 	int32_t dead_status;
+	int32_t pid;          /* its process, if that pid is meaningful here (ct_peer_info_t) */
+	const tm_region_t *tm; /* its trigger memory, if mapped here (ct_peer_info_t) */
+	uint32_t sig_recent[CT_SIG_RECENT]; /* counters its signals set here lately (fail them if
+					       it dies: their waiters would wait for nothing) */
+	uint32_t sig_next;
 	fab_addr_t addr;
 	fab_mr_info_t mr; /* its device memory, for rendezvous reads (rma) */
 	uint8_t *map;     /* NVLink plane: its device memory mapped here (copy engine), or NULL */
@@ -107,6 +113,16 @@ typedef struct {
 	_Atomic int state;
 } ct_desc_t;
 
+/* Tickets retire in order: done[t & mask] = t + 1 when ticket t completes; the cursor passes
+ * every completed ticket and adds one to tm counter `counter` for each. */
+typedef struct {
+	_Atomic uint64_t *done;
+	uint32_t mask;
+	uint32_t counter;
+	_Atomic uint64_t cursor;
+} ct_retire_seq_t;
+#define CT_TICKET_FIRED (1ull << 62) /* a fired descriptor's ticket (UINT64_MAX: none) */
+
 typedef struct ct_tile {
 	struct ct_engine *e;
 	uint32_t idx;
@@ -116,11 +132,11 @@ typedef struct ct_tile {
 	uint32_t free_head;
 	_Atomic uint32_t ret_head; /* index + 1 */
 	ct_ring_t mpg[CT_QOS_CLASSES];
-	/* in-order retirement of queue tickets (quiet) */
-	_Atomic uint64_t *done;
-	uint32_t done_mask;
-	_Atomic uint64_t retire_cursor;
+	/* in-order retirement (quiet): of queue tickets, and of the operations fired by armed
+	 * descriptors (tickets with CT_TICKET_FIRED set) */
+	ct_retire_seq_t rq, rf;
 	uint64_t next_ticket;
+	_Atomic uint64_t fired_next; /* fired tickets handed out (this tile's thread writes) */
 	/* armed descriptors: per counter, a list sorted by (threshold, arming order) */
 	uint32_t *armed;
 	uint64_t arm_seq;
@@ -149,6 +165,7 @@ struct ct_engine {
 	uint8_t *base; /* HBM base in this process */
 	_Atomic int stop;
 	_Atomic uint64_t msgs_live; /* messages not yet complete (sleep policy) */
+	_Atomic int first_fail;     /* first failed operation's status since the last take (quiet) */
 
 	ct_tile_t *tiles;
 	ct_msg_t *msgs; /* n_cts * CT_MSGS_PER_CT + CT_RESP_MSGS */

@@ -10,6 +10,8 @@
 #include "emu/ct_engine/ct_internal.h"
 
 #include <endian.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -511,6 +513,7 @@ static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, u
 		p->acked_psn = cum;
 		p->backoff = 0;
 		p->t_progress = now;
+		tm_progress(e->attr.tm); /* waits on this device measure stalls, not durations */
 	}
 	/* an ACK older than one seen (the fabric may reorder them) says nothing new about the
 	 * window: its selective part could name slots reused by newer packets */
@@ -612,6 +615,16 @@ static void resp_done(ct_engine_t *e, uint32_t idx, int status)
 		complete_msg(e, idx);
 }
 
+/* Remember the counters a peer signals (a few, most recent first out): they are what this
+ * device waits on for that peer. */
+static void note_signal(ct_peer_t *p, uint32_t sig)
+{
+	for (uint32_t i = 0; i < CT_SIG_RECENT; i++)
+		if (p->sig_recent[i] == sig + 1)
+			return;
+	p->sig_recent[p->sig_next++ % CT_SIG_RECENT] = sig + 1;
+}
+
 static void apply_signal(ct_engine_t *e, uint32_t src, const ct_rx_slot_t *s)
 {
 	if (s->sig_id < e->attr.n_cts || s->sig_id >= e->n_counters) {
@@ -623,6 +636,7 @@ static void apply_signal(ct_engine_t *e, uint32_t src, const ct_rx_slot_t *s)
 		tm_counter_add(e->attr.tm, s->sig_id, s->value);
 	else
 		tm_counter_set(e->attr.tm, s->sig_id, s->value);
+	note_signal(&e->peers[src], s->sig_id);
 }
 
 /* A request message has landed: weak signals apply now, strong ones once every earlier
@@ -937,6 +951,7 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		return;
 	}
 
+	tm_progress(e->attr.tm);
 	/* sequenced packets: each psn is processed once */
 	uint32_t d = h.psn - p->rx_next_psn;
 	if ((int32_t)d < 0 || (d < CT_PSN_WIN && (p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] >> (h.psn % 64)) & 1)) {
@@ -1151,6 +1166,27 @@ static const char *kind_name(uint8_t k)
 	return k < GICE_ARRAY_SIZE(names) ? names[k] : "?";
 }
 
+/* Is a silent peer's process still there? 1 yes (hung), 0 no (exited or a zombie), -1 unknown
+ * (its pid means nothing here: another machine or pid namespace). */
+static int peer_alive(int32_t pid)
+{
+	char path[64], st[256];
+	FILE *f;
+
+	if (pid <= 0)
+		return -1;
+	if (kill(pid, 0) && errno == ESRCH)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	size_t n = fread(st, 1, sizeof(st) - 1, f);
+	fclose(f);
+	st[n] = 0;
+	const char *paren = strrchr(st, ')'); /* "pid (comm) S ...": comm may hold spaces */
+	return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
 int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 {
 	int events = 0;
@@ -1178,15 +1214,27 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 		}
 		if (silent <= e->timeout_ns && !waiting)
 			continue;
-		ct_event_t ev = {.status = silent > e->timeout_ns ? GICE_ERR_PEER_DEAD : GICE_ERR_TIMED_OUT,
+		if (p->tm && tm_region_status(p->tm) == GICE_ERR_CANCELED) {
+			/* it closed its device (no BYE over shm): not a failure */
+			ct_peer_fail(e, g, GICE_ERR_PEER_DEAD, "closed its device");
+			continue;
+		}
+		/* silent: a peer whose process is still there is hung (it holds its connection),
+		 * one whose process is gone is dead; from another machine we cannot tell */
+		int gone = silent > e->timeout_ns, alive = gone ? peer_alive(p->pid) : 1;
+		ct_event_t ev = {.status = !gone ? GICE_ERR_TIMED_OUT : alive > 0 ? GICE_ERR_PEER_HUNG : GICE_ERR_PEER_DEAD,
+				 .reason = !gone ? "acknowledging nothing"
+					 : alive > 0 ? "process alive, not responding (hung)"
+					 : alive == 0 ? "process exited"
+						      : "silent (its process is on another machine)",
 				 .device_gid = e->attr.gid, .peer_gid = g, .ct = UINT32_MAX, .trigger = UINT32_MAX,
-				 .counter = UINT32_MAX, .waited_ns = silent > e->timeout_ns ? silent : stuck,
+				 .counter = UINT32_MAX, .waited_ns = gone ? silent : stuck,
 				 .psn_acked = p->acked_psn, .psn_next = p->next_psn, .retransmits = p->retx};
 		const ct_msg_t *m = oldest_to(e, p);
-		int len = snprintf(ev.text, sizeof(ev.text), "device %u: peer device %u %s %llu ms (timeout %llu ms)",
-				   e->attr.gid, g, silent > e->timeout_ns ? "silent for" : "acknowledged nothing for",
+		int len = snprintf(ev.text, sizeof(ev.text), "device %u: peer device %u %s %llu ms (timeout %llu ms): %s",
+				   e->attr.gid, g, gone ? "silent for" : "acknowledged nothing for",
 				   (unsigned long long)(ev.waited_ns / 1000000),
-				   (unsigned long long)(e->timeout_ns / 1000000));
+				   (unsigned long long)(e->timeout_ns / 1000000), ev.reason);
 		len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
 				"; psn acked %u of %u sent, %llu retransmits", p->acked_psn, p->next_psn,
 				(unsigned long long)p->retx);
@@ -1211,9 +1259,15 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 						(unsigned long long)ev.counter_value + 1,
 						(unsigned long long)ev.counter_value);
 		}
-		/* counted before the operations fail: a waiter they release reads the stat */
-		ct_stat_add(&e->st.peers_dead, ev.status == GICE_ERR_PEER_DEAD);
+		/* counted, and told, before the operations fail: a waiter they release sees both */
+		ct_stat_add(&e->st.peers_dead, gone);
+		if (gone && e->attr.on_peer_lost)
+			e->attr.on_peer_lost(e->attr.on_peer_lost_arg, &ev);
 		ev.n_ops = ct_peer_fail(e, g, ev.status, NULL);
+		/* and what this device waits on from it: the counters its signals set */
+		for (uint32_t i = 0; gone && e->attr.fail_signals && i < CT_SIG_RECENT; i++)
+			if (p->sig_recent[i])
+				tm_counter_fail(e->attr.tm, p->sig_recent[i] - 1, ev.status);
 		if (len < (int)sizeof(ev.text))
 			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %u operation(s) failed with %s", ev.n_ops,
 				 gice_status_name(ev.status));

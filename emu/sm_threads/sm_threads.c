@@ -75,6 +75,7 @@ struct smt_cmd {
 	int add;             /* WRITE: add (1) or set (0) */
 	uint64_t value;      /* WAIT/WRITE */
 	uint64_t timeout_ns; /* WAIT */
+	int idle;            /* WAIT: timeout_ns measures a stall (tm_counter_wait_idle) */
 	smt_block_fn fn;     /* LAUNCH */
 	void *arg;
 	void (*on_done)(void *arg);
@@ -104,7 +105,7 @@ struct smt_sm {
 
 struct smt_dev {
 	uint32_t n_sms;
-	uint32_t dev_index;
+	uint32_t dev_id;
 	tm_region_t *tm;
 	uint64_t spin_ns;
 	struct smt_sm *sms;
@@ -208,7 +209,7 @@ static void *sm_main(void *p)
 	uint32_t start = 0;
 	char name[16];
 
-	snprintf(name, sizeof(name), "gice-d%u-sm%u", d->dev_index, sm->index);
+	snprintf(name, sizeof(name), "gice-d%u-sm%u", d->dev_id, sm->index);
 	pthread_setname_np(pthread_self(), name);
 
 	for (;;) {
@@ -245,7 +246,7 @@ static void *sm_main(void *p)
 
 /* ---- device ---- */
 
-int smt_create(uint32_t n_sms, uint32_t dev_index, tm_region_t *tm, smt_dev_t **out)
+int smt_create(uint32_t n_sms, uint32_t dev_id, tm_region_t *tm, smt_dev_t **out)
 {
 	const gice_param_t *p = gice_param_find(smt_params, "GICE_SMT_SPIN_US");
 	smt_dev_t *d;
@@ -254,7 +255,7 @@ int smt_create(uint32_t n_sms, uint32_t dev_index, tm_region_t *tm, smt_dev_t **
 	int rc;
 
 	if (!tm || !out || n_sms < 1 || n_sms > SMT_MAX_SMS) {
-		gice_error("smt", "device %u: %u SMs requested, must be in [1, %u]%s", dev_index, n_sms,
+		gice_error("smt", "device %u: %u SMs requested, must be in [1, %u]%s", dev_id, n_sms,
 			   SMT_MAX_SMS, tm ? "" : " (no trigger memory)");
 		return GICE_ERR_INVALID;
 	}
@@ -267,16 +268,16 @@ int smt_create(uint32_t n_sms, uint32_t dev_index, tm_region_t *tm, smt_dev_t **
 	if (d)
 		memset(d, 0, sizeof(*d));
 	if (!d) {
-		gice_error("smt", "device %u: no memory for the device", dev_index);
+		gice_error("smt", "device %u: no memory for the device", dev_id);
 		return GICE_ERR_NO_MEMORY;
 	}
 	d->n_sms = n_sms;
-	d->dev_index = dev_index;
+	d->dev_id = dev_id;
 	d->tm = tm;
 	d->spin_ns = spin_us * 1000;
 	d->sms = calloc(n_sms, sizeof(*d->sms));
 	if (!d->sms) {
-		gice_error("smt", "device %u: no memory for %u SMs", dev_index, n_sms);
+		gice_error("smt", "device %u: no memory for %u SMs", dev_id, n_sms);
 		rc = GICE_ERR_NO_MEMORY;
 		goto err_free_dev;
 	}
@@ -292,7 +293,7 @@ int smt_create(uint32_t n_sms, uint32_t dev_index, tm_region_t *tm, smt_dev_t **
 		sm->index = started;
 		rc = pthread_create(&sm->thread, NULL, sm_main, sm);
 		if (rc) {
-			gice_error("smt", "device %u: starting SM thread %u of %u: %s", dev_index, started,
+			gice_error("smt", "device %u: starting SM thread %u of %u: %s", dev_id, started,
 				   n_sms, strerror(rc));
 			rc = GICE_ERR_NO_MEMORY;
 			goto err_stop_sms;
@@ -398,14 +399,19 @@ static void stream_launch(smt_stream_t *s, const struct smt_cmd *c)
 static int stream_wait(smt_stream_t *s, const struct smt_cmd *c)
 {
 	uint64_t found = 0;
-	int rc = tm_counter_wait(s->d->tm, c->counter, c->cmp, c->value, c->timeout_ns, s->d->spin_ns,
-				 &found);
+	int rc = c->idle ? tm_counter_wait_idle(s->d->tm, c->counter, c->cmp, c->value, c->timeout_ns,
+						s->d->spin_ns, &found)
+			 : tm_counter_wait(s->d->tm, c->counter, c->cmp, c->value, c->timeout_ns, s->d->spin_ns,
+					   &found);
 
-	if (rc)
+	if (rc && rc == tm_region_status(s->d->tm))
+		gice_debug("smt", "device %u stream %u: wait on counter %u ended: device aborted (%s)", s->d->dev_id,
+			   s->slot, c->counter, gice_status_name(rc));
+	else if (rc)
 		gice_error("smt",
 			   "device %u stream %u: wait on counter %u for value %s %llu (timeout %llu ns) "
 			   "failed: %s, found %llu",
-			   s->d->dev_index, s->slot, c->counter, smt_cmp_names[c->cmp],
+			   s->d->dev_id, s->slot, c->counter, smt_cmp_names[c->cmp],
 			   (unsigned long long)c->value, (unsigned long long)c->timeout_ns,
 			   gice_status_name(rc), (unsigned long long)found);
 	return rc;
@@ -413,12 +419,14 @@ static int stream_wait(smt_stream_t *s, const struct smt_cmd *c)
 
 static void stream_exec(smt_stream_t *s, const struct smt_cmd *c)
 {
-	int rc = GICE_OK;
+	int rc = tm_region_status(s->d->tm);
 
+	if (rc) /* the device was aborted: nothing more runs, the status is the stream's error */
+		smt_stream_fail(s, rc);
 	if (atomic_load_explicit(&s->err, memory_order_relaxed)) {
 		/* Sticky error: skip, but still let the owner of a launch's arg release it. */
 		gice_debug("smt", "device %u stream %u: skipping %s after an earlier error",
-			   s->d->dev_index, s->slot, smt_cmd_names[c->op]);
+			   s->d->dev_id, s->slot, smt_cmd_names[c->op]);
 		if (c->op == SMT_CMD_LAUNCH && c->on_done)
 			c->on_done(c->arg);
 		return;
@@ -439,11 +447,33 @@ static void stream_exec(smt_stream_t *s, const struct smt_cmd *c)
 			tm_counter_set(s->d->tm, c->counter, c->value);
 		break;
 	}
-	if (rc) {
-		int zero = 0;
-		atomic_compare_exchange_strong_explicit(&s->err, &zero, rc, memory_order_relaxed,
-							memory_order_relaxed);
+	if (rc)
+		smt_stream_fail(s, rc);
+}
+
+void smt_stream_fail(smt_stream_t *s, int status)
+{
+	int zero = 0;
+
+	atomic_compare_exchange_strong_explicit(&s->err, &zero, status, memory_order_relaxed, memory_order_relaxed);
+}
+
+uint32_t smt_stream_id(const smt_stream_t *s) { return s->slot; }
+
+void smt_abort(smt_dev_t *d)
+{
+	pthread_mutex_lock(&d->lock);
+	for (uint32_t i = 0; i < SMT_MAX_STREAMS; i++) {
+		smt_stream_t *s = d->streams[i];
+		if (!s)
+			continue;
+		/* syncs re-check and see the abort (tm_region_status); the stream thread skips */
+		atomic_fetch_add_explicit(&s->done_seq, 1, memory_order_seq_cst);
+		gice_futex_wake(&s->done_seq, INT_MAX);
+		atomic_fetch_add_explicit(&s->cmd_seq, 1, memory_order_seq_cst);
+		gice_futex_wake(&s->cmd_seq, 1);
 	}
+	pthread_mutex_unlock(&d->lock);
 }
 
 static void *stream_main(void *p)
@@ -453,7 +483,7 @@ static void *stream_main(void *p)
 	uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
 	char name[16];
 
-	snprintf(name, sizeof(name), "gice-d%u-st%u", s->d->dev_index, s->slot);
+	snprintf(name, sizeof(name), "gice-d%u-st%u", s->d->dev_id, s->slot);
 	pthread_setname_np(pthread_self(), name);
 
 	for (;;) {
@@ -504,14 +534,14 @@ int smt_stream_create(smt_dev_t *d, smt_stream_t **out)
 		return rc;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		gice_error("smt", "device %u: no memory for a stream", d->dev_index);
+		gice_error("smt", "device %u: no memory for a stream", d->dev_id);
 		return GICE_ERR_NO_MEMORY;
 	}
 	s->d = d;
 	s->depth = (uint32_t)depth;
 	s->ring = calloc(depth, sizeof(*s->ring));
 	if (!s->ring) {
-		gice_error("smt", "device %u: no memory for a stream ring of %u commands", d->dev_index,
+		gice_error("smt", "device %u: no memory for a stream ring of %u commands", d->dev_id,
 			   s->depth);
 		rc = GICE_ERR_NO_MEMORY;
 		goto err_free_stream;
@@ -528,7 +558,7 @@ int smt_stream_create(smt_dev_t *d, smt_stream_t **out)
 		;
 	if (s->slot == SMT_MAX_STREAMS) {
 		pthread_mutex_unlock(&d->lock);
-		gice_error("smt", "device %u: all %u streams are in use", d->dev_index, SMT_MAX_STREAMS);
+		gice_error("smt", "device %u: all %u streams are in use", d->dev_id, SMT_MAX_STREAMS);
 		rc = GICE_ERR_NO_MEMORY;
 		goto err_destroy_lock;
 	}
@@ -538,7 +568,7 @@ int smt_stream_create(smt_dev_t *d, smt_stream_t **out)
 
 	rc = pthread_create(&s->thread, NULL, stream_main, s);
 	if (rc) {
-		gice_error("smt", "device %u: starting stream thread %u: %s", d->dev_index, s->slot,
+		gice_error("smt", "device %u: starting stream thread %u: %s", d->dev_id, s->slot,
 			   strerror(rc));
 		rc = GICE_ERR_NO_MEMORY;
 		goto err_release_slot;
@@ -559,10 +589,31 @@ err_free_stream:
 	return rc;
 }
 
-/* Wait until tail reaches target, at most timeout_ns. */
-static int stream_drain(smt_stream_t *s, uint64_t target, uint64_t timeout_ns)
+/* What moves a stream: commands finishing, its kernel's blocks finishing. */
+static uint64_t stream_moves(smt_stream_t *s)
 {
-	uint64_t start = gice_now_ns();
+	return atomic_load_explicit(&s->tail, memory_order_relaxed) * 0x9e3779b97f4a7c15ull ^
+	       atomic_load_explicit(&s->k->next, memory_order_relaxed) ^
+	       atomic_load_explicit(&s->k->done, memory_order_relaxed);
+}
+
+/* Idle drain: did the stream or its device move since *seen / since? A wait asleep on the
+ * device's counters counts too: it is bounded by its own timeout and ends in progress or an
+ * error that the stream reports. */
+static int stream_progressed(smt_stream_t *s, uint64_t *seen, uint64_t since)
+{
+	uint64_t m = stream_moves(s);
+	int moved = m != *seen;
+
+	*seen = m;
+	return moved || tm_progress_ns(s->d->tm) > since || tm_waiting(s->d->tm) > 0;
+}
+
+/* Wait until tail reaches target, at most timeout_ns (idle: timeout_ns without progress).
+ * The device's abort ends it with the abort status. */
+static int stream_drain(smt_stream_t *s, uint64_t target, uint64_t timeout_ns, int idle)
+{
+	uint64_t start = gice_now_ns(), moves = stream_moves(s);
 	uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
 	uint64_t spin_end = GICE_MIN(deadline, start + s->d->spin_ns);
 	int rc = GICE_OK;
@@ -582,8 +633,14 @@ sleep:
 		uint32_t seen = atomic_load_explicit(&s->done_seq, memory_order_seq_cst);
 		if (atomic_load_explicit(&s->tail, memory_order_acquire) >= target)
 			break;
+		if ((rc = tm_region_status(s->d->tm)))
+			break;
 		uint64_t now = gice_now_ns();
 		if (now >= deadline) {
+			if (idle && stream_progressed(s, &moves, deadline - timeout_ns)) {
+				deadline = now + timeout_ns;
+				continue;
+			}
 			rc = GICE_ERR_TIMED_OUT;
 			break;
 		}
@@ -593,21 +650,26 @@ sleep:
 	return rc;
 }
 
-int smt_stream_sync(smt_stream_t *s, uint64_t timeout_ns)
+static int stream_sync(smt_stream_t *s, uint64_t timeout_ns, int idle)
 {
 	uint64_t target = atomic_load_explicit(&s->head, memory_order_acquire);
-	int rc = stream_drain(s, target, timeout_ns);
+	int rc = stream_drain(s, target, timeout_ns, idle);
 
-	if (rc) {
-		gice_error("smt", "device %u stream %u: sync timed out after %llu ns with %llu of %llu "
-				  "commands done",
-			   s->d->dev_index, s->slot, (unsigned long long)timeout_ns,
-			   (unsigned long long)atomic_load_explicit(&s->tail, memory_order_relaxed),
-			   (unsigned long long)target);
+	if (rc == GICE_ERR_TIMED_OUT) {
+		gice_log(idle ? GICE_LOG_ERROR : GICE_LOG_DEBUG, "smt",
+			 "device %u stream %u: sync timed out: %s %llu ms with %llu of %llu commands done",
+			 s->d->dev_id, s->slot, idle ? "no progress for" : "waited", (unsigned long long)(timeout_ns / 1000000),
+			 (unsigned long long)atomic_load_explicit(&s->tail, memory_order_relaxed),
+			 (unsigned long long)target);
 		return rc;
 	}
+	if (rc) /* aborted: the stream stops where it is */
+		return rc;
 	return atomic_exchange_explicit(&s->err, 0, memory_order_relaxed);
 }
+
+int smt_stream_sync(smt_stream_t *s, uint64_t timeout_ns) { return stream_sync(s, timeout_ns, 0); }
+int smt_stream_sync_idle(smt_stream_t *s, uint64_t idle_ns) { return stream_sync(s, idle_ns, 1); }
 
 int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
 {
@@ -617,9 +679,10 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
 	if (!s)
 		return GICE_OK;
 	d = s->d;
-	if (stream_drain(s, atomic_load_explicit(&s->head, memory_order_acquire), timeout_ns)) {
+	if (stream_drain(s, atomic_load_explicit(&s->head, memory_order_acquire), timeout_ns, 0) ==
+	    GICE_ERR_TIMED_OUT) {
 		gice_error("smt", "device %u stream %u: destroy timed out after %llu ns, stream left alive",
-			   d->dev_index, s->slot, (unsigned long long)timeout_ns);
+			   d->dev_id, s->slot, (unsigned long long)timeout_ns);
 		return GICE_ERR_TIMED_OUT;
 	}
 	/* stop before the seq bump: the stream thread re-checks head, then stop, after a wake */
@@ -631,7 +694,7 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
 	err = atomic_load_explicit(&s->err, memory_order_relaxed);
 	if (err)
 		gice_warn("smt", "device %u stream %u: destroyed with an unreported error: %s",
-			  d->dev_index, s->slot, gice_status_name(err));
+			  d->dev_id, s->slot, gice_status_name(err));
 
 	pthread_mutex_lock(&d->lock);
 	d->streams[s->slot] = NULL;
@@ -655,7 +718,7 @@ static int stream_push(smt_stream_t *s, const struct smt_cmd *c)
 		pthread_mutex_unlock(&s->enq_lock);
 		gice_error("smt", "device %u stream %u: command queue full (%u commands, "
 				  "GICE_SMT_STREAM_DEPTH), cannot enqueue %s",
-			   s->d->dev_index, s->slot, s->depth, smt_cmd_names[c->op]);
+			   s->d->dev_id, s->slot, s->depth, smt_cmd_names[c->op]);
 		return GICE_ERR_NO_MEMORY;
 	}
 	s->ring[head % s->depth] = *c;
@@ -675,7 +738,7 @@ static int counter_check(smt_stream_t *s, uint32_t counter, const char *what)
 
 	if (counter >= n) {
 		gice_error("smt", "device %u stream %u: %s on counter %u, device has %u counters",
-			   s->d->dev_index, s->slot, what, counter, n);
+			   s->d->dev_id, s->slot, what, counter, n);
 		return GICE_ERR_INVALID;
 	}
 	return GICE_OK;
@@ -695,11 +758,11 @@ int smt_launch(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks,
 	return stream_push(s, &c);
 }
 
-int smt_wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value,
-		   uint64_t timeout_ns)
+static int wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns,
+		      int idle)
 {
 	struct smt_cmd c = {.op = SMT_CMD_WAIT_VALUE, .counter = counter, .cmp = cmp, .value = value,
-			    .timeout_ns = timeout_ns};
+			    .timeout_ns = timeout_ns, .idle = idle};
 
 	if ((unsigned)cmp > TM_CMP_LE) {
 		gice_error("smt", "wait_value on counter %u: bad comparison %d", counter, (int)cmp);
@@ -708,6 +771,16 @@ int smt_wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t val
 	if (counter_check(s, counter, "wait_value"))
 		return GICE_ERR_INVALID;
 	return stream_push(s, &c);
+}
+
+int smt_wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns)
+{
+	return wait_value(s, counter, cmp, value, timeout_ns, 0);
+}
+
+int smt_wait_value_idle(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t idle_ns)
+{
+	return wait_value(s, counter, cmp, value, idle_ns, 1);
 }
 
 int smt_write_value(smt_stream_t *s, uint32_t counter, uint64_t value, int add)

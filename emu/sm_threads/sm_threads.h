@@ -23,9 +23,11 @@ typedef struct smt_stream smt_stream_t;
 /* fn(arg, block, nblocks, sm): run one block. */
 typedef void (*smt_block_fn)(void *arg, uint32_t block, uint32_t nblocks, uint32_t sm);
 
-/* Start n_sms SM threads (named "gice-d<dev>-sm<i>"). tm: the device's trigger memory, used by
- * stream waits and writes. */
-int smt_create(uint32_t n_sms, uint32_t dev_index, tm_region_t *tm, smt_dev_t **out);
+/* Start n_sms SM threads (named "gice-d<dev_id>-sm<i>"; dev_id names the device in messages:
+ * its global id). tm: the device's trigger memory, used by stream waits and writes, and whose
+ * abort (tm_region_abort) stops every stream: syncs return the abort status at once (after
+ * smt_abort wakes them), later commands are skipped. */
+int smt_create(uint32_t n_sms, uint32_t dev_id, tm_region_t *tm, smt_dev_t **out);
 /* Stops the threads after the work queued on every stream has run. */
 void smt_destroy(smt_dev_t *d);
 uint32_t smt_num_sms(const smt_dev_t *d);
@@ -46,11 +48,24 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns);
  * GICE_ERR_NO_MEMORY if the stream's command queue (GICE_SMT_STREAM_DEPTH) is full. */
 int smt_launch(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, void (*on_done)(void *arg));
 int smt_wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns);
+/* The same, failing only after idle_ns with no progress (tm_counter_wait_idle). */
+int smt_wait_value_idle(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t idle_ns);
 int smt_write_value(smt_stream_t *s, uint32_t counter, uint64_t value, int add);
 
 /* Host: wait until everything enqueued so far on s has run. Returns GICE_OK, the stream's sticky
  * error (first failure; cleared by this call), or GICE_ERR_TIMED_OUT after timeout_ns. */
 int smt_stream_sync(smt_stream_t *s, uint64_t timeout_ns);
+/* The same, but GICE_ERR_TIMED_OUT only after idle_ns with no progress: no command finished,
+ * no block of its kernel finished, the device noted no progress (tm_progress) and no wait on
+ * its counters was asleep (those are bounded by their own timeouts). A long kernel that keeps
+ * moving never times out; a stalled one does. */
+int smt_stream_sync_idle(smt_stream_t *s, uint64_t idle_ns);
+/* Record status as the stream's error unless it has one (a kernel's failure: call it from
+ * on_done, before the launch counts as finished). */
+void smt_stream_fail(smt_stream_t *s, int status);
+uint32_t smt_stream_id(const smt_stream_t *s);
+/* The device was aborted (tm_region_abort): wake every sync and stream thread to see it. */
+void smt_abort(smt_dev_t *d);
 
 /* GICE_SMS, GICE_SMT_SPIN_US, GICE_SMT_STREAM_DEPTH. */
 extern const gice_param_t smt_params[];

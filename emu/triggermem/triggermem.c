@@ -3,6 +3,7 @@
  * Shared layout (all offsets from the region base, every section cache-line aligned):
  *
  *   struct tm_shm_hdr                          magic, version, sizes, layout, section offsets
+ *   struct tm_state                            the device's health: abort status, progress
  *   struct tm_counter   [n_counters]           one cache line each
  *   struct tm_doorbell  [n_cts]                one cache line each
  *   dirty bitmap        [n_cts] x dirty_stride summary words, then counter words (see below)
@@ -36,7 +37,7 @@
 #include <unistd.h>
 
 #define TM_MAGIC 0x4749525445434947ull /* bytes "GICETRIG" in memory (little endian) */
-#define TM_VERSION 1u
+#define TM_VERSION 2u
 #define TM_MAX_COUNTERS (1u << 20)
 #define TM_MIN_QUEUE_DEPTH 2u
 #define TM_MAX_QUEUE_DEPTH (1u << 16)
@@ -61,7 +62,8 @@ struct tm_shm_hdr {
 	uint64_t off_queues;    /* n_cts request queues, queue_stride bytes apart */
 	uint64_t dirty_stride;  /* bytes per CT dirty bitmap (summary + words, line aligned) */
 	uint64_t queue_stride;  /* bytes per CT queue (header + slots) */
-	uint8_t reserved[40];   /* zero */
+	uint64_t off_state;     /* struct tm_state */
+	uint8_t reserved[32];   /* zero */
 };
 _Static_assert(sizeof(struct tm_shm_hdr) == 128, "region header is two cache lines");
 _Static_assert(offsetof(struct tm_shm_hdr, magic) == 0, "magic first");
@@ -80,6 +82,17 @@ struct tm_counter {
 _Static_assert(sizeof(struct tm_counter) == GICE_CACHELINE, "counter is one cache line");
 _Static_assert(_Alignof(struct tm_counter) <= GICE_CACHELINE, "counter alignment");
 _Static_assert(offsetof(struct tm_counter, seq) % 4 == 0, "futex word is 4-byte aligned");
+
+/* The device's health, read by every wait: one cache line, written rarely (progress at most
+ * once per TM_PROGRESS_NS). */
+struct tm_state {
+	_Atomic int32_t status;      /* GICE_OK, or why the device was aborted (ends every wait) */
+	_Atomic uint32_t waiting;    /* waits asleep on this region's counters */
+	_Atomic uint64_t progress_ns; /* CLOCK_MONOTONIC of the last progress noted */
+	uint8_t pad[48];
+};
+_Static_assert(sizeof(struct tm_state) == GICE_CACHELINE, "state is one cache line");
+#define TM_PROGRESS_NS 1000000ull /* progress time resolution */
 
 /* CT doorbell. Exactly one cache line. */
 struct tm_doorbell {
@@ -117,6 +130,7 @@ struct tm_region {
 	size_t size;
 	tm_layout_t layout;
 	struct tm_shm_hdr *hdr;
+	struct tm_state *state;
 	struct tm_counter *counters;
 	struct tm_doorbell *doorbells;
 	uint8_t *dirty;      /* first CT's bitmap */
@@ -141,7 +155,7 @@ const gice_param_t tm_params[] = {
 /* ---- layout ---- */
 
 struct tm_offsets {
-	uint64_t off_counters, off_doorbells, off_dirty, off_queues;
+	uint64_t off_state, off_counters, off_doorbells, off_dirty, off_queues;
 	uint64_t dirty_stride, queue_stride, total;
 	uint32_t n_words, n_summary;
 };
@@ -173,6 +187,8 @@ static void layout_offsets(const tm_layout_t *l, struct tm_offsets *o)
 
 	o->n_words = l->n_counters / 64;
 	o->n_summary = (o->n_words + 63) / 64;
+	o->off_state = off;
+	off += sizeof(struct tm_state);
 	o->off_counters = off;
 	off += (uint64_t)l->n_counters * sizeof(struct tm_counter);
 	o->off_doorbells = off;
@@ -192,6 +208,7 @@ static void region_bind(tm_region_t *r, const tm_layout_t *l, const struct tm_of
 
 	r->layout = *l;
 	r->hdr = r->base;
+	r->state = (struct tm_state *)(b + o->off_state);
 	r->counters = (struct tm_counter *)(b + o->off_counters);
 	r->doorbells = (struct tm_doorbell *)(b + o->off_doorbells);
 	r->dirty = b + o->off_dirty;
@@ -319,6 +336,8 @@ int tm_region_create(const tm_layout_t *layout, const char *name, tm_region_t **
 	h->off_queues = o.off_queues;
 	h->dirty_stride = o.dirty_stride;
 	h->queue_stride = o.queue_stride;
+	h->off_state = o.off_state;
+	atomic_store_explicit(&r->state->progress_ns, gice_now_ns(), memory_order_relaxed);
 	/* Magic last, release: whoever sees the magic sees a complete header and initialised slots. */
 	__atomic_store_n(&h->magic, TM_MAGIC, __ATOMIC_RELEASE);
 
@@ -405,7 +424,7 @@ int tm_region_attach(int fd, tm_region_t **out)
 	if (o.total != h->total_bytes || o.off_counters != h->off_counters ||
 	    o.off_doorbells != h->off_doorbells || o.off_dirty != h->off_dirty ||
 	    o.off_queues != h->off_queues || o.dirty_stride != h->dirty_stride ||
-	    o.queue_stride != h->queue_stride) {
+	    o.queue_stride != h->queue_stride || o.off_state != h->off_state) {
 		gice_error("tm",
 			   "attach: fd %d: section offsets do not match the layout (%u counters, %u CTs, "
 			   "depth %u): size %llu/%llu counters %llu/%llu doorbells %llu/%llu dirty %llu/%llu "
@@ -715,9 +734,10 @@ int tm_cmp_ok(uint64_t value, tm_cmp_t cmp, uint64_t v)
 	return 0;
 }
 
-/* One check: 1 done (rc set), 0 keep waiting. */
-static inline int wait_check(struct tm_counter *c, tm_cmp_t cmp, uint64_t v, uint64_t *seen,
-			     int *rc)
+/* One check: 1 done (rc set), 0 keep waiting. The condition first (what the wait is for has
+ * happened), then the counter's own failure, then the device's abort. */
+static inline int wait_check(const tm_region_t *r, struct tm_counter *c, tm_cmp_t cmp, uint64_t v,
+			     uint64_t *seen, int *rc)
 {
 	if (gice_unlikely(atomic_load_explicit(&c->fail, memory_order_acquire))) {
 		int st = atomic_load_explicit(&c->status, memory_order_relaxed);
@@ -731,14 +751,28 @@ static inline int wait_check(struct tm_counter *c, tm_cmp_t cmp, uint64_t v, uin
 		*rc = GICE_OK;
 		return 1;
 	}
+	if (gice_unlikely((*rc = atomic_load_explicit(&r->state->status, memory_order_acquire)) != GICE_OK))
+		return 1;
 	return 0;
 }
 
-int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns,
-		    uint64_t spin_ns, uint64_t *found)
+/* Idle wait: has anything happened since `since`? The counter changed (seq), or the device
+ * noted progress (tm_progress). */
+static int wait_progressed(const tm_region_t *r, struct tm_counter *c, uint32_t *seq, uint64_t since)
+{
+	uint32_t s = atomic_load_explicit(&c->seq, memory_order_acquire);
+	int moved = s != *seq;
+
+	*seq = s;
+	return moved || atomic_load_explicit(&r->state->progress_ns, memory_order_relaxed) > since;
+}
+
+static int counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns,
+			uint64_t spin_ns, int idle, uint64_t *found)
 {
 	struct tm_counter *c = ctr(r, id);
 	uint64_t start = gice_now_ns(), now = start, seen = 0;
+	uint32_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
 	uint64_t deadline = timeout_ns == UINT64_MAX || timeout_ns > UINT64_MAX - start ?
 				    UINT64_MAX : start + timeout_ns;
 	uint64_t spin_end = spin_ns > UINT64_MAX - start ? UINT64_MAX : start + spin_ns;
@@ -747,7 +781,7 @@ int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint6
 	spin_end = GICE_MIN(spin_end, deadline);
 	/* Spin phase: no futex; a yield every 16 polls so a 2-core machine makes progress. */
 	for (uint32_t i = 0;; i++) {
-		if (wait_check(c, cmp, v, &seen, &rc))
+		if (wait_check(r, c, cmp, v, &seen, &rc))
 			goto out;
 		if ((i & 15) == 15) {
 			now = gice_now_ns();
@@ -764,23 +798,91 @@ int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint6
 	 * load), then read seq, then check: a write we do not see in the check bumped seq after
 	 * our read, so futex_wait on that seq returns at once or is woken. */
 	atomic_fetch_add_explicit(&c->waiters, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&r->state->waiting, 1, memory_order_relaxed);
 	for (;;) {
 		uint32_t s = atomic_load_explicit(&c->seq, memory_order_seq_cst);
-		if (wait_check(c, cmp, v, &seen, &rc))
+		if (wait_check(r, c, cmp, v, &seen, &rc))
 			break;
 		now = gice_now_ns();
 		if (now >= deadline) {
+			/* idle: the timeout measures a stall; progress since the last look restarts it */
+			if (idle && wait_progressed(r, c, &seq, deadline - timeout_ns)) {
+				deadline = now + timeout_ns;
+				continue;
+			}
 			rc = GICE_ERR_TIMED_OUT;
 			break;
 		}
 		gice_futex_wait(&c->seq, s, deadline == UINT64_MAX ? UINT64_MAX : deadline - now);
 	}
+	atomic_fetch_sub_explicit(&r->state->waiting, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&c->waiters, 1, memory_order_relaxed);
 out:
 	/* Not logged here: a timeout may be expected; the caller logs it with its context. */
 	if (found)
 		*found = seen;
 	return rc;
+}
+
+int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns,
+		    uint64_t spin_ns, uint64_t *found)
+{
+	return counter_wait(r, id, cmp, v, timeout_ns, spin_ns, 0, found);
+}
+
+int tm_counter_wait_idle(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t idle_ns,
+			 uint64_t spin_ns, uint64_t *found)
+{
+	return counter_wait(r, id, cmp, v, idle_ns, spin_ns, 1, found);
+}
+
+/* ---- the device's health ---- */
+
+int tm_region_abort(tm_region_t *r, int status)
+{
+	int32_t ok = GICE_OK;
+
+	if (status >= 0)
+		status = GICE_ERR_CANCELED;
+	/* release: what the aborter recorded (the reason) before a waiter sees the status */
+	if (!atomic_compare_exchange_strong_explicit(&r->state->status, &ok, status, memory_order_seq_cst,
+						     memory_order_acquire))
+		return ok; /* the first abort stands */
+	/* end every wait in progress: bump each watched-for counter and wake its sleepers (seq_cst
+	 * pairs with the waiters' registration, as counter_notify does) */
+	for (uint32_t i = 0; i < r->layout.n_counters; i++) {
+		struct tm_counter *c = &r->counters[i];
+		atomic_fetch_add_explicit(&c->seq, 1, memory_order_seq_cst);
+		if (atomic_load_explicit(&c->waiters, memory_order_seq_cst))
+			gice_futex_wake(&c->seq, INT_MAX);
+	}
+	for (uint32_t ct = 0; ct < r->layout.n_cts; ct++)
+		tm_doorbell_ring(r, ct);
+	return GICE_OK;
+}
+
+int tm_region_status(const tm_region_t *r)
+{
+	return atomic_load_explicit(&r->state->status, memory_order_acquire);
+}
+
+void tm_progress(tm_region_t *r)
+{
+	uint64_t now = gice_now_ns();
+
+	/* read before write: the line stays shared (no store) between two notes a tick apart */
+	if (now - atomic_load_explicit(&r->state->progress_ns, memory_order_relaxed) >= TM_PROGRESS_NS)
+		atomic_store_explicit(&r->state->progress_ns, now, memory_order_relaxed);
+}
+
+uint64_t tm_progress_ns(const tm_region_t *r)
+{
+	return atomic_load_explicit(&r->state->progress_ns, memory_order_relaxed);
+}
+
+uint32_t tm_waiting(const tm_region_t *r)
+{
+	return atomic_load_explicit(&r->state->waiting, memory_order_relaxed);
 }
 
 /* ---- request queues ---- */

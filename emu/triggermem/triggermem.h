@@ -7,8 +7,8 @@
  * counter's futex word and wakes sleepers; if a CT watches the counter, the write also sets the
  * counter's bit in that CT's dirty bitmap and rings the CT's doorbell.
  *
- * Layout (offsets, never pointers; see tm_layout_t): header | counters | doorbells | dirty
- * bitmaps | request queues. Futexes are shared (not FUTEX_PRIVATE): waits work across processes.
+ * Layout (offsets, never pointers; see tm_layout_t): header | state | counters | doorbells |
+ * dirty bitmaps | request queues. Futexes are shared (not FUTEX_PRIVATE): waits work across processes.
  * Thread safety: every tm_counter_* and tm_queue_push call is safe from any thread or process;
  * tm_queue_pop and tm_dirty_take are for the single CT that owns the queue / bitmap.
  */
@@ -81,6 +81,26 @@ int tm_cmp_ok(uint64_t value, tm_cmp_t cmp, uint64_t v);
  * (UINT64_MAX: no timeout). *found (may be NULL) gets the last value seen in every case. */
 int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns,
 		    uint64_t spin_ns, uint64_t *found);
+
+/* The same, but GICE_ERR_TIMED_OUT only after idle_ns with no progress: the clock restarts
+ * whenever the counter changes or the device notes progress (tm_progress), so a wait behind a
+ * long transfer that is moving does not time out; a stall still ends it. */
+int tm_counter_wait_idle(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t idle_ns,
+			 uint64_t spin_ns, uint64_t *found);
+
+/* The device's health, shared by every process that maps the region.
+ * abort: the first call records status (< 0; GICE_ERR_CANCELED if not) and ends every wait in
+ * progress and every later one with it (a wait whose condition already holds still succeeds),
+ * returning GICE_OK; later calls change nothing and return the status in force. status: GICE_OK
+ * until then (a closed device's reads GICE_ERR_CANCELED).
+ * progress: the device moved (a packet arrived, an operation completed); cheap, rate-limited to
+ * one store per millisecond. progress_ns: when it last did. waiting: waits asleep on its
+ * counters now (each is bounded by its own timeout). */
+int tm_region_abort(tm_region_t *r, int status);
+int tm_region_status(const tm_region_t *r);
+void tm_progress(tm_region_t *r);
+uint64_t tm_progress_ns(const tm_region_t *r);
+uint32_t tm_waiting(const tm_region_t *r);
 
 /* Watching: CT ct wants to hear about writes to counter id (it has armed work on it). */
 void tm_counter_watch(tm_region_t *r, uint32_t id, uint32_t ct, int on);
