@@ -19,7 +19,36 @@ static int psn_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
 int ct_link_busy(ct_engine_t *e)
 {
-	return atomic_load_explicit(&e->msgs_live, memory_order_relaxed) != 0;
+	/* a delayed ack is link work too: CT 0 keeps polling until it has gone out */
+	return atomic_load_explicit(&e->msgs_live, memory_order_relaxed) != 0 ||
+	       atomic_load_explicit(&e->acks_delayed, memory_order_relaxed) != 0;
+}
+
+/* Received packets that make the receiver acknowledge at once: GICE_CT_ACK_EVERY, but never more
+ * than half the sender's window (GICE_CT_CREDITS), so a window smaller than the ack interval
+ * cannot close with every packet in it received and none acknowledged — and the sender gets the
+ * ACK while it still has the other half to send. */
+static uint32_t ack_thresh(const ct_engine_t *e)
+{
+	return GICE_MIN(e->ack_every, GICE_MAX(e->credits / 2, 1u));
+}
+
+/* Delayed ack: packets received and not yet acknowledged get an ACK after this long whatever the
+ * counts (a sender whose window is smaller than this device's settings assume, e.g. another
+ * process with a smaller GICE_CT_CREDITS). A quarter of GICE_RTO_MIN_US: well below the sender's
+ * retransmission timeout. */
+static uint64_t ack_delay_ns(const ct_engine_t *e)
+{
+	return e->rto_min_ns / 4;
+}
+
+/* p owes no ACK any more (one went out, or the peer is gone). */
+static void ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
+{
+	if (p->ack_unsent) {
+		p->ack_unsent = 0;
+		atomic_fetch_sub_explicit(&e->acks_delayed, 1, memory_order_relaxed);
+	}
 }
 
 /* link-private FIFOs of message indices, linked through msg.next */
@@ -135,7 +164,7 @@ static void send_ack(ct_engine_t *e, uint32_t gid)
 	if (p->nack_unsent == 0 &&
 	    send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, p->next_psn, sack_bits(p)) == GICE_OK) {
 		ct_stat_add(&e->st.acks_sent, 1);
-		p->ack_unsent = 0;
+		ack_owed_clear(e, p);
 		if (p->ack_due) {
 			p->ack_due = 0;
 			e->acks_pending--;
@@ -971,10 +1000,40 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		p->ack_held = 0;
 		complete_upto(e, p, p->held_cum);
 	}
-	/* ack at every message end, every GICE_CT_ACK_EVERY packets, and at once when this packet
-	 * left a hole (the selective ack lets the sender resend just the hole) */
-	if ((h.flags & CT_HF_LAST) || ++p->ack_unsent >= e->ack_every || d != 0 || p->rx_next_psn != h.psn + 1)
+	/* ack at every message end, every ack_thresh packets, and at once when this packet left a
+	 * hole (the selective ack lets the sender resend just the hole); whatever is left unacked
+	 * gets a delayed ack (flush_delayed_acks) */
+	if (p->ack_unsent++ == 0) {
+		p->t_ack_wait = p->t_rx;
+		atomic_fetch_add_explicit(&e->acks_delayed, 1, memory_order_relaxed);
+		if (e->dack_next_ns > p->t_rx + ack_delay_ns(e))
+			e->dack_next_ns = p->t_rx + ack_delay_ns(e);
+	}
+	if ((h.flags & CT_HF_LAST) || p->ack_unsent >= ack_thresh(e) || d != 0 || p->rx_next_psn != h.psn + 1)
 		send_ack(e, h.src_gid);
+}
+
+/* Send the ACKs owed for longer than ack_delay_ns (see there). */
+static int flush_delayed_acks(ct_engine_t *e, uint64_t now)
+{
+	uint64_t delay = ack_delay_ns(e), next = UINT64_MAX;
+	int n = 0;
+
+	if (now < e->dack_next_ns)
+		return 0;
+	for (uint32_t g = 0; g < e->max_peers; g++) {
+		ct_peer_t *p = &e->peers[g];
+		if (!p->ack_unsent || p->ack_due) /* none owed, or already retried by flush_ctrl */
+			continue;
+		if (now - p->t_ack_wait >= delay) {
+			send_ack(e, g);
+			n++;
+		} else if (p->t_ack_wait + delay < next) {
+			next = p->t_ack_wait + delay;
+		}
+	}
+	e->dack_next_ns = next;
+	return n;
 }
 
 /* ---------------------------------------------------------------- progress */
@@ -1018,6 +1077,8 @@ int ct_link_progress(ct_engine_t *e)
 			work += post_reads(e);
 		work += send_pending(e);
 	}
+	if (atomic_load_explicit(&e->acks_delayed, memory_order_relaxed))
+		work += flush_delayed_acks(e, gice_now_ns());
 	if (atomic_load_explicit(&e->reliable, memory_order_relaxed) && ct_link_busy(e)) {
 		uint64_t now = gice_now_ns();
 		if (now >= e->next_timer_ns) {
@@ -1113,6 +1174,7 @@ uint32_t ct_peer_fail(ct_engine_t *e, uint32_t gid, int status, const char *why)
 	}
 	p->acked_psn = p->next_psn;
 	p->ack_held = 0;
+	ack_owed_clear(e, p);
 	if (p->ack_due) {
 		p->ack_due = 0;
 		e->acks_pending--;

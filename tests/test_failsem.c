@@ -1,0 +1,179 @@
+/* Description: failure semantics — configurations that cannot deadlock and failures that reach
+ * the initiator's completion counter.
+ * - link: every valid (GICE_CT_CREDITS, GICE_CT_ACK_EVERY) pair moves puts bit-exact, including
+ *   a window smaller than the ack interval and a window of one packet; a sender whose window is
+ *   smaller than the receiver assumes still gets its ACKs (delayed ack).
+ * Every case runs in its own forked process (Check's default), so each sets its environment
+ * before gice_init. Time bounds scale with CK_TIMEOUT_MULTIPLIER (sanitizer runs). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/gice.h"
+
+#define MIB (1024u * 1024u)
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* sanitized builds run several times slower: scale time bounds like Check's case timeouts */
+static uint64_t slow(uint64_t ms)
+{
+	const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
+	uint64_t f = m && atoi(m) > 0 ? (uint64_t)atoi(m) : 1;
+	return ms * f;
+}
+
+static uint8_t pat(uint32_t op, size_t i) { return (uint8_t)((op * 2654435761u) >> 13 ^ (uint32_t)(i * 131u + op)); }
+
+/* ---------------------------------------------------------------- two devices, one process */
+
+#define BUF (4 * MIB)
+#define TGT (2 * MIB)
+
+static gice_device_t *A, *B;
+static uint8_t *abuf, *bbuf;
+static uint64_t akey, bkey;
+static gice_conn_t ab;
+
+static void open_dev(gice_device_t **d, uint8_t **buf, uint64_t *key)
+{
+	gice_device_attr_t at = {.n_sms = 2, .n_cts = 2, .hbm_bytes = BUF + 4 * MIB};
+	void *p;
+
+	ck_assert_int_eq(gice_device_open(&at, d), GICE_OK);
+	ck_assert_int_eq(gice_mem_alloc(*d, BUF, &p), GICE_OK);
+	*buf = p;
+	memset(*buf, 0, BUF);
+	ck_assert_int_eq(gice_mem_register(*d, *buf, BUF, key), GICE_OK);
+}
+
+static void pair_open(void)
+{
+	ck_assert_int_eq(gice_init(), GICE_OK);
+	open_dev(&A, &abuf, &akey);
+	open_dev(&B, &bbuf, &bkey);
+	ck_assert_int_eq(gice_conn_open(A, gice_device_id(B), NULL, &ab), GICE_OK);
+}
+
+static void pair_close(void)
+{
+	ck_assert_int_eq(gice_device_close(A), GICE_OK);
+	ck_assert_int_eq(gice_device_close(B), GICE_OK);
+	ck_assert_int_eq(gice_finalize(), GICE_OK);
+}
+
+/* every byte as packets through libfabric, and a stall fails within 2 s instead of hanging */
+static void packets_env(void)
+{
+	setenv("GICE_PLANE", "net", 1);
+	setenv("GICE_CT_RNDV_BYTES", "0", 1);
+	setenv("GICE_TIMEOUT_MS", "2000", 1);
+}
+
+/* A put of len bytes from A to B lands bit-exact and completes OK, well before the timeout. */
+static void put_and_check(uint32_t tag, size_t len)
+{
+	gice_counter_t done;
+	uint64_t t0 = now_ms();
+
+	ck_assert_int_eq(gice_counter_alloc(A, &done), GICE_OK);
+	for (size_t j = 0; j < len; j++)
+		abuf[j] = pat(tag, j);
+	memset(bbuf + TGT, 0, len + 1);
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = ab, .local = abuf, .bytes = len, .rkey = bkey, .roff = TGT,
+			.signal = GICE_NO_COUNTER, .completion = done};
+	ck_assert_int_eq(gice_post(A, &op), GICE_OK);
+	int rc = gice_counter_wait(A, done, GICE_CMP_GE, 1, slow(10000), NULL);
+	ck_assert_msg(rc == GICE_OK, "put of %zu bytes: %s after %llu ms", len, gice_status_name(rc),
+		      (unsigned long long)(now_ms() - t0));
+	for (size_t j = 0; j < len; j++)
+		if (bbuf[TGT + j] != pat(tag, j))
+			ck_abort_msg("put of %zu bytes: byte %zu is 0x%02x, expected 0x%02x", len, j, bbuf[TGT + j],
+				     pat(tag, j));
+	ck_assert_uint_eq(bbuf[TGT + len], 0);
+	ck_assert_int_eq(gice_counter_free(A, done), GICE_OK);
+}
+
+/* ---------------------------------------------------------------- link configuration */
+
+/* GICE_CT_CREDITS 8 < GICE_CT_ACK_EVERY 16: the sender's window closes after 8 packets of a
+ * 15-packet put; the receiver must acknowledge before its ack interval runs out. */
+START_TEST(credits_below_ack_every_moves_a_60000_byte_put)
+{
+	packets_env();
+	setenv("GICE_CT_CREDITS", "8", 1);
+	setenv("GICE_CT_ACK_EVERY", "16", 1);
+	pair_open();
+	for (uint32_t i = 0; i < 5; i++)
+		put_and_check(i, 60000);
+	pair_close();
+}
+END_TEST
+
+static const struct {
+	const char *credits, *ack_every;
+} pairs[] = {{"1", "1"}, {"1", "16"}, {"2", "16"}, {"3", "7"}, {"16", "16"}, {"17", "512"}, {"1024", "1"},
+	     {"1024", "512"}};
+
+/* Each pair moves puts of 1 byte, one packet, a few packets and many packets. */
+START_TEST(credit_and_ack_every_sweep_moves_bytes)
+{
+	static const size_t sizes[] = {1, 4000, 4001, 60000, 1000000};
+
+	packets_env();
+	setenv("GICE_CT_CREDITS", pairs[_i].credits, 1);
+	setenv("GICE_CT_ACK_EVERY", pairs[_i].ack_every, 1);
+	pair_open();
+	for (uint32_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		put_and_check(i, sizes[i]);
+	pair_close();
+}
+END_TEST
+
+/* The window is the sender's setting, the ack interval the receiver's (two processes may differ):
+ * a sender with 4 credits towards a receiver that assumes 128 (so acks every 16) gets its ACKs
+ * from the receiver's delayed-ack timer. */
+START_TEST(sender_window_smaller_than_receiver_assumes_gets_delayed_acks)
+{
+	packets_env();
+	ck_assert_int_eq(gice_init(), GICE_OK);
+	setenv("GICE_CT_CREDITS", "4", 1);
+	open_dev(&A, &abuf, &akey);
+	setenv("GICE_CT_CREDITS", "128", 1);
+	setenv("GICE_CT_ACK_EVERY", "16", 1);
+	open_dev(&B, &bbuf, &bkey);
+	ck_assert_int_eq(gice_conn_open(A, gice_device_id(B), NULL, &ab), GICE_OK);
+	put_and_check(1, 60000);
+	put_and_check(2, 1000000);
+	pair_close();
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("failsem");
+	TCase *tc = tcase_create("link_config");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, credits_below_ack_every_moves_a_60000_byte_put);
+	tcase_add_loop_test(tc, credit_and_ack_every_sweep_moves_bytes, 0, (int)(sizeof(pairs) / sizeof(pairs[0])));
+	tcase_add_test(tc, sender_window_smaller_than_receiver_assumes_gets_delayed_acks);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
