@@ -2,7 +2,10 @@
  * the initiator's completion counter.
  * - link: every valid (GICE_CT_CREDITS, GICE_CT_ACK_EVERY) pair moves puts bit-exact, including
  *   a window smaller than the ack interval and a window of one packet; a sender whose window is
- *   smaller than the receiver assumes still gets its ACKs (delayed ack).
+ *   smaller than the receiver assumes still gets its ACKs (delayed ack);
+ * - signals: a put (one packet, many packets, rendezvous by copy or by remote read) whose signal
+ *   names an in-range counter the target has not allocated fails with GICE_ERR_NOT_FOUND, writes
+ *   nothing and leaves the counter alone.
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. Time bounds scale with CK_TIMEOUT_MULTIPLIER (sanitizer runs). */
 #include <check.h>
@@ -12,6 +15,7 @@
 #include <time.h>
 
 #include "api/gice.h"
+#include "emu/triggermem/triggermem.h"
 
 #define MIB (1024u * 1024u)
 
@@ -156,6 +160,107 @@ START_TEST(sender_window_smaller_than_receiver_assumes_gets_delayed_acks)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- signals */
+
+/* The wire paths that take a signal: a one-packet PUT, a many-packet PUT (strong signal), a
+ * PUT_RTS whose bytes the target copies on the NVLink plane, and one it reads with fi_read. */
+static const struct {
+	const char *name, *plane, *rndv;
+	size_t len;
+	int strong;
+} sig_paths[] = {
+	{"one-packet put", "net", "0", 1000, 0},
+	{"many-packet put, strong signal", "net", "0", 60000, 1},
+	{"rendezvous put, NVLink plane copy", "auto", "65536", 256 * 1024, 0},
+	{"rendezvous put, remote read", "net", "65536", 256 * 1024, 1},
+};
+
+#define NCOUNTERS 256
+
+/* A put whose signal names a counter of the target that is in range but not allocated (never,
+ * or freed) fails its completion with exactly GICE_ERR_NOT_FOUND: nothing is written, the
+ * counter is untouched and the target sent a NACK. A good signal then still works. */
+START_TEST(put_signal_to_an_unallocated_counter_is_rejected_and_writes_nothing)
+{
+	char n[16];
+	gice_counter_t done, freed, good;
+	gice_counter_state_t st;
+	gice_stats_t before, after;
+	size_t len = sig_paths[_i].len;
+
+	snprintf(n, sizeof(n), "%u", NCOUNTERS);
+	setenv("GICE_COUNTERS", n, 1);
+	setenv("GICE_PLANE", sig_paths[_i].plane, 1);
+	setenv("GICE_CT_RNDV_BYTES", sig_paths[_i].rndv, 1);
+	pair_open();
+	ck_assert_int_eq(gice_counter_alloc(A, &done), GICE_OK);
+	ck_assert_int_eq(gice_counter_alloc(B, &good), GICE_OK);
+	ck_assert_int_eq(gice_counter_alloc(B, &freed), GICE_OK);
+	ck_assert_int_eq(gice_counter_free(B, freed), GICE_OK);
+	for (size_t j = 0; j < len; j++)
+		abuf[j] = pat(3, j);
+	const gice_counter_t bad[] = {NCOUNTERS - 1 /* never allocated */, freed};
+	for (uint32_t i = 0; i < 2; i++) {
+		ck_assert_uint_ne(bad[i], good);
+		memset(bbuf + TGT, 0x5a, len);
+		ck_assert_int_eq(gice_device_stats(B, &before), GICE_OK);
+		gice_op_t op = {.type = GICE_OP_PUT, .conn = ab, .local = abuf, .bytes = len, .rkey = bkey, .roff = TGT,
+				.value = 5, .signal = bad[i],
+				.signal_flags = GICE_SIGNAL_ADD | (sig_paths[_i].strong ? GICE_SIGNAL_STRONG : 0),
+				.completion = done};
+		ck_assert_int_eq(gice_post(A, &op), GICE_OK);
+		ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, slow(5000), NULL), GICE_ERR_NOT_FOUND);
+		ck_assert_int_eq(gice_counter_get(A, done, &st), GICE_OK);
+		ck_assert_uint_eq(st.fail, 1);
+		ck_assert_uint_eq(st.value, 0);
+		ck_assert_int_eq(st.status, GICE_ERR_NOT_FOUND);
+		ck_assert_int_eq(gice_counter_get(B, bad[i], &st), GICE_OK);
+		ck_assert_uint_eq(st.value, 0);
+		ck_assert_uint_eq(st.fail, 0);
+		for (size_t j = 0; j < len; j++)
+			if (bbuf[TGT + j] != 0x5a)
+				ck_abort_msg("%s: byte %zu written (0x%02x)", sig_paths[_i].name, j, bbuf[TGT + j]);
+		ck_assert_int_eq(gice_device_stats(B, &after), GICE_OK);
+		ck_assert_uint_eq(after.nacks_sent, before.nacks_sent + 1);
+		ck_assert_int_eq(gice_counter_reset(A, done), GICE_OK);
+	}
+	/* the same put to an allocated counter lands, and signals */
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = ab, .local = abuf, .bytes = len, .rkey = bkey, .roff = TGT,
+			.value = 5, .signal = good, .signal_flags = GICE_SIGNAL_ADD, .completion = done};
+	ck_assert_int_eq(gice_post(A, &op), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, slow(5000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(B, good, GICE_CMP_GE, 5, slow(5000), NULL), GICE_OK);
+	ck_assert_int_eq(memcmp(bbuf + TGT, abuf, len), 0);
+	pair_close();
+}
+END_TEST
+
+/* The query the target's CT uses: reserved ids are in use, a free or out-of-range id is not,
+ * alloc and free show at once, and a process that attached the region cannot tell. */
+START_TEST(triggermem_tells_whether_a_counter_is_allocated)
+{
+	tm_layout_t l = {.n_counters = 128, .n_cts = 2, .queue_depth = 16};
+	tm_region_t *r, *att;
+	uint32_t id;
+
+	ck_assert_int_eq(tm_region_create(&l, "failsem", &r), GICE_OK);
+	ck_assert_int_eq(tm_counter_allocated(r, 0), 1);
+	ck_assert_int_eq(tm_counter_allocated(r, 1), 1);
+	ck_assert_int_eq(tm_counter_allocated(r, 2), 0);
+	ck_assert_int_eq(tm_counter_allocated(r, 127), 0);
+	ck_assert_int_eq(tm_counter_allocated(r, 128), 0);
+	ck_assert_int_eq(tm_counter_allocated(r, UINT32_MAX), 0);
+	ck_assert_int_eq(tm_counter_alloc(r, &id), GICE_OK);
+	ck_assert_int_eq(tm_counter_allocated(r, id), 1);
+	ck_assert_int_eq(tm_counter_free(r, id), GICE_OK);
+	ck_assert_int_eq(tm_counter_allocated(r, id), 0);
+	ck_assert_int_eq(tm_region_attach(tm_region_fd(r), &att), GICE_OK);
+	ck_assert_int_eq(tm_counter_allocated(att, 5), GICE_ERR_UNSUPPORTED);
+	tm_region_destroy(att);
+	tm_region_destroy(r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("failsem");
@@ -165,6 +270,12 @@ static Suite *suite(void)
 	tcase_add_test(tc, credits_below_ack_every_moves_a_60000_byte_put);
 	tcase_add_loop_test(tc, credit_and_ack_every_sweep_moves_bytes, 0, (int)(sizeof(pairs) / sizeof(pairs[0])));
 	tcase_add_test(tc, sender_window_smaller_than_receiver_assumes_gets_delayed_acks);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("signals");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, triggermem_tells_whether_a_counter_is_allocated);
+	tcase_add_loop_test(tc, put_signal_to_an_unallocated_counter_is_rejected_and_writes_nothing, 0,
+			    (int)(sizeof(sig_paths) / sizeof(sig_paths[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }

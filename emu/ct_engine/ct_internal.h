@@ -194,6 +194,8 @@ struct ct_engine {
 		_Atomic uint64_t nacks_sent, acks_sent, rx_bad, rx_dup, rx_unknown, fired, tx_again;
 		_Atomic uint64_t retransmits, rto_expired, fast_retx, rx_csum_bad, timed_out, peers_dead, ct_stalls;
 		_Atomic uint64_t fallback_ops;
+		/* puts rejected for their signal counter (logged; not yet in gice_device_stats) */
+		_Atomic uint64_t rx_bad_signal;
 	} st;
 };
 

@@ -641,11 +641,37 @@ static void resp_done(ct_engine_t *e, uint32_t idx, int status)
 		complete_msg(e, idx);
 }
 
+/* Log a rejected signal: per-message path, rate-limited, with the count so far. */
+static void signal_reject_log(ct_engine_t *e, uint32_t src, uint32_t msg_id, uint32_t sig_id, int status,
+			      const char *what)
+{
+	uint64_t n = atomic_fetch_add_explicit(&e->st.rx_bad_signal, 1, memory_order_relaxed);
+
+	if (n < 10 || n % 1000 == 0)
+		gice_warn("ct", "device %u: put from device %u (msg %u) signals counter %u, %s (signal counters are "
+			  "the allocated ids in %u..%u): %s (%llu so far)", e->attr.gid, src, msg_id, sig_id,
+			  status == GICE_ERR_NOT_FOUND ? "which is not allocated" : "which is reserved or out of range",
+			  e->attr.n_cts, e->n_counters - 1, what, (unsigned long long)n + 1);
+}
+
+/* GICE_OK if counter id may take a signal: one of this device's allocatable ids (not reserved,
+ * in range: else GICE_ERR_INVALID) that is allocated now (else GICE_ERR_NOT_FOUND). The
+ * allocation is known in the process that created the trigger memory, where the CT runs; a region
+ * attached from elsewhere cannot tell, and then only the range is checked. */
+static int signal_ok(const ct_engine_t *e, uint32_t id)
+{
+	if (id < e->attr.n_cts || id >= e->n_counters)
+		return GICE_ERR_INVALID;
+	return tm_counter_allocated(e->attr.tm, id) == 0 ? GICE_ERR_NOT_FOUND : GICE_OK;
+}
+
 static void apply_signal(ct_engine_t *e, uint32_t src, const ct_rx_slot_t *s)
 {
-	if (s->sig_id < e->attr.n_cts || s->sig_id >= e->n_counters) {
-		gice_error("ct", "signal from device %u names counter %u; valid ids are %u..%u", src, s->sig_id,
-			   e->attr.n_cts, e->n_counters - 1);
+	int rc = signal_ok(e, s->sig_id);
+
+	/* validated at every packet; only a counter freed since (a strong signal waits) gets here */
+	if (rc) {
+		signal_reject_log(e, src, s->id1 - 1, s->sig_id, rc, "freed after the put was accepted; not applied");
 		return;
 	}
 	if (s->flags & CT_HF_SIG_ADD)
@@ -702,6 +728,22 @@ static void rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int stat
 		s->status = status;
 		send_nack(e, h->src_gid, h->msg_id, status);
 	}
+}
+
+/* Check the signal of a PUT or PUT_RTS (if it has one) before a byte of it is written. A bad one
+ * fails the whole message: counted, logged (rate-limited) and NACKed once per message. */
+static int rx_signal_check(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h)
+{
+	int rc;
+
+	if (!(h->flags & CT_HF_SIGNAL) || !(rc = signal_ok(e, h->sig_id)))
+		return GICE_OK;
+	if (s->status == GICE_OK) {
+		signal_reject_log(e, h->src_gid, h->msg_id, h->sig_id, rc, "nothing written, NACK sent");
+		s->status = rc;
+		send_nack(e, h->src_gid, h->msg_id, rc);
+	}
+	return rc;
 }
 
 /* Queue a response (get data, atomic old value, rendezvous done) to request msg_id of device
@@ -781,8 +823,10 @@ static void rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t
 	int rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
 	struct ct_read *r = NULL;
 
-	if (!rc && (h->flags & CT_HF_SIGNAL) && (h->sig_id < e->attr.n_cts || h->sig_id >= e->n_counters))
-		rc = GICE_ERR_INVALID;
+	if (!rc && rx_signal_check(e, s, h)) {
+		landed(e, h->src_gid, p, s);
+		return;
+	}
 	if (!rc && p->map) {
 		/* NVLink plane: the initiator's memory is mapped here; the CT is the copy engine */
 		if (h->aux > p->map_size || h->msg_len > p->map_size - h->aux) {
@@ -827,11 +871,10 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 	case CT_PKT_PUT:
 		/* the whole message range is checked at every packet: all or nothing lands */
 		rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
-		if (!rc && (h->flags & CT_HF_SIGNAL) && (h->sig_id < e->attr.n_cts || h->sig_id >= e->n_counters))
-			rc = GICE_ERR_INVALID; /* no such signal counter: nothing lands */
 		if (rc)
 			rx_fail(e, s, h, rc);
-		else if (s->status == GICE_OK && h->payload_len)
+		/* and its signal counter: a put signalling no counter lands nothing */
+		else if (!rx_signal_check(e, s, h) && s->status == GICE_OK && h->payload_len)
 			memcpy(e->base + off + h->moff, payload, h->payload_len);
 		s->got += h->payload_len;
 		if (s->got >= s->len && (h->payload_len || s->len == 0))
