@@ -5,7 +5,10 @@
  *   smaller than the receiver assumes still gets its ACKs (delayed ack);
  * - signals: a put (one packet, many packets, rendezvous by copy or by remote read) whose signal
  *   names an in-range counter the target has not allocated fails with GICE_ERR_NOT_FOUND, writes
- *   nothing and leaves the counter alone.
+ *   nothing and leaves the counter alone;
+ * - immediate errors: a device call or gice_post that fails before its request is queued (e.g. a
+ *   put from host memory) returns the status and records it in its completion counter, so a
+ *   waiter sees it at once.
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. Time bounds scale with CK_TIMEOUT_MULTIPLIER (sanitizer runs). */
 #include <check.h>
@@ -261,6 +264,110 @@ START_TEST(triggermem_tells_whether_a_counter_is_allocated)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- immediate errors */
+
+static uint8_t host_mem[4096]; /* not device memory */
+
+/* The call returned status; its completion counter c must hold exactly that failure, and a wait
+ * on it must end with it at once (not at the wait's 10 s timeout). */
+static void check_failed_at_once(gice_device_t *d, gice_counter_t c, int status)
+{
+	gice_counter_state_t st;
+	uint64_t t0 = now_ms();
+
+	ck_assert_int_eq(gice_counter_wait(d, c, GICE_CMP_GE, 1, slow(10000), NULL), status);
+	ck_assert_uint_lt(now_ms() - t0, slow(500));
+	ck_assert_int_eq(gice_counter_get(d, c, &st), GICE_OK);
+	ck_assert_uint_eq(st.fail, 1);
+	ck_assert_uint_eq(st.value, 0);
+	ck_assert_int_eq(st.status, status);
+}
+
+/* gice_post with a source outside device memory returns GICE_ERR_UNREGISTERED and its
+ * completion records it; so do the other errors found before the request is queued (bad local
+ * buffers of get and atomics, a bad local counter, an unknown op). A bad completion id is only
+ * returned: there is no counter to record it in. */
+START_TEST(host_post_immediate_errors_fail_the_completion)
+{
+	gice_counter_t c;
+	gice_stats_t st;
+
+	pair_open();
+	ck_assert_int_eq(gice_counter_alloc(A, &c), GICE_OK);
+	const struct {
+		gice_op_t op;
+		int status;
+	} cases[] = {
+		{{.type = GICE_OP_PUT, .conn = ab, .local = host_mem, .bytes = 64, .rkey = bkey, .roff = TGT,
+		  .signal = GICE_NO_COUNTER},
+		 GICE_ERR_UNREGISTERED},
+		{{.type = GICE_OP_GET, .conn = ab, .local = host_mem, .bytes = 64, .rkey = bkey, .roff = TGT,
+		  .signal = GICE_NO_COUNTER},
+		 GICE_ERR_UNREGISTERED},
+		{{.type = GICE_OP_ATOMIC_ADD, .conn = ab, .local = host_mem, .rkey = bkey, .roff = TGT, .value = 1,
+		  .signal = GICE_NO_COUNTER},
+		 GICE_ERR_UNREGISTERED},
+		{{.type = GICE_OP_COUNTER_ADD, .value = 1, .signal = 0 /* reserved */}, GICE_ERR_INVALID},
+		{{.type = (gice_op_type_t)99, .signal = GICE_NO_COUNTER}, GICE_ERR_INVALID},
+	};
+	memset(bbuf + TGT, 0x5a, 64);
+	for (uint32_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		gice_op_t op = cases[i].op;
+		op.completion = c;
+		ck_assert_int_eq(gice_post(A, &op), cases[i].status);
+		check_failed_at_once(A, c, cases[i].status);
+		ck_assert_int_eq(gice_counter_reset(A, c), GICE_OK);
+	}
+	/* a bad completion id: returned, and no counter is touched */
+	gice_op_t op = cases[0].op;
+	op.completion = 0;
+	ck_assert_int_eq(gice_post(A, &op), GICE_ERR_INVALID);
+	ck_assert_int_eq(gice_device_quiet(A, slow(5000)), GICE_OK);
+	ck_assert_int_eq(gice_device_stats(A, &st), GICE_OK);
+	ck_assert_uint_eq(st.tx_bytes, 0); /* nothing was sent */
+	for (size_t j = 0; j < 64; j++)
+		ck_assert_uint_eq(bbuf[TGT + j], 0x5a);
+	pair_close();
+}
+END_TEST
+
+struct put_args {
+	gice_conn_t conn;
+	uint64_t rkey;
+	gice_completion_t done;
+	int *rc; /* device memory: what gice_put returned */
+};
+
+static void bad_put_kernel(gice_kctx_t *k, void *a_)
+{
+	struct put_args *a = a_;
+
+	*a->rc = gice_put(k, a->conn, a->rkey, TGT, host_mem, sizeof(host_mem), a->done);
+}
+
+/* The same from a kernel, in device and in host mode: gice_put returns GICE_ERR_UNREGISTERED
+ * and the completion the kernel (or the host) waits on fails with it at once. */
+START_TEST(kernel_put_from_host_memory_fails_the_completion)
+{
+	gice_stream_t *str;
+	gice_counter_t c;
+
+	setenv("GICE_MODE", _i ? "host" : "device", 1);
+	pair_open();
+	ck_assert_int_eq(gice_stream_create(A, &str), GICE_OK);
+	ck_assert_int_eq(gice_counter_alloc(A, &c), GICE_OK);
+	int *rc = (int *)abuf;
+	*rc = 12345;
+	struct put_args a = {.conn = ab, .rkey = bkey, .done = c, .rc = rc};
+	ck_assert_int_eq(gice_launch(str, bad_put_kernel, 1, &a, sizeof(a)), GICE_OK);
+	ck_assert_int_eq(gice_stream_sync(str, slow(10000)), GICE_OK);
+	ck_assert_int_eq(*rc, GICE_ERR_UNREGISTERED);
+	check_failed_at_once(A, c, GICE_ERR_UNREGISTERED);
+	ck_assert_int_eq(gice_stream_destroy(str), GICE_OK);
+	pair_close();
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("failsem");
@@ -276,6 +383,11 @@ static Suite *suite(void)
 	tcase_add_test(tc, triggermem_tells_whether_a_counter_is_allocated);
 	tcase_add_loop_test(tc, put_signal_to_an_unallocated_counter_is_rejected_and_writes_nothing, 0,
 			    (int)(sizeof(sig_paths) / sizeof(sig_paths[0])));
+	suite_add_tcase(s, tc);
+	tc = tcase_create("immediate_errors");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, host_post_immediate_errors_fail_the_completion);
+	tcase_add_loop_test(tc, kernel_put_from_host_memory_fails_the_completion, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
