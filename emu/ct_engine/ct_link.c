@@ -1046,14 +1046,16 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	/* ack at every message end, every ack_thresh packets, and at once when this packet left a
 	 * hole (the selective ack lets the sender resend just the hole); whatever is left unacked
 	 * gets a delayed ack (flush_delayed_acks) */
-	if (p->ack_unsent++ == 0) {
+	if ((h.flags & CT_HF_LAST) || p->ack_unsent + 1 >= ack_thresh(e) || d != 0 || p->rx_next_psn != h.psn + 1) {
+		send_ack(e, h.src_gid); /* not sent now: flush_ctrl retries it */
+		return;
+	}
+	if (p->ack_unsent++ == 0) { /* only a packet left unacknowledged pays for the timer */
 		p->t_ack_wait = p->t_rx;
 		atomic_fetch_add_explicit(&e->acks_delayed, 1, memory_order_relaxed);
 		if (e->dack_next_ns > p->t_rx + ack_delay_ns(e))
 			e->dack_next_ns = p->t_rx + ack_delay_ns(e);
 	}
-	if ((h.flags & CT_HF_LAST) || p->ack_unsent >= ack_thresh(e) || d != 0 || p->rx_next_psn != h.psn + 1)
-		send_ack(e, h.src_gid);
 }
 
 /* Send the ACKs owed for longer than ack_delay_ns (see there). */
