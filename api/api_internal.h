@@ -115,8 +115,9 @@ void api_stats_add(gice_stats_t *sum, const gice_stats_t *st);
 /* api_watchdog.c: the watchdog thread (started by gice_init) */
 void *api_watchdog_main(void *arg);
 /* Abort d with status (what info says, when not NULL): record it as d's error, end every wait
- * on d at once and fail what is issued later. */
-void api_device_abort(gice_device_t *d, int status, const gice_error_info_t *info);
+ * on d at once (wake_later: the caller wakes them, with tm_region_abort) and fail what is issued
+ * later. */
+void api_device_abort(gice_device_t *d, int status, const gice_error_info_t *info, int wake_later);
 /* ct_engine_attr_t.on_peer_lost of device arg. */
 void api_peer_lost(void *arg, const ct_event_t *e);
 /* d's error message ("" if none). */

@@ -105,6 +105,17 @@ int gice_counter_wait(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64
 
 /* ---------------------------------------------------------------- operations */
 
+/* An operation that fails before it reaches a CT fails its completion counter too, with the
+ * status the call returns: a kernel (or host thread) waiting on the completion sees the failure
+ * instead of timing out. Not when the completion counter is itself the bad id (or none). Returns
+ * status. */
+static int op_fail_now(gice_device_t *d, uint32_t completion, int status)
+{
+	if (status < 0 && completion >= d->n_cts && completion < tm_region_layout(d->tm)->n_counters)
+		tm_counter_fail(d->tm, completion, status);
+	return status;
+}
+
 static int op_to_req(gice_device_t *d, const gice_op_t *op, ct_req_t *r)
 {
 	uint64_t off = 0;
@@ -171,7 +182,7 @@ int api_push_req(gice_device_t *d, ct_req_t *r, const char *who)
 	int rc;
 
 	if ((rc = tm_region_status(d->tm))) /* aborted: nothing new starts */
-		return rc;
+		return op_fail_now(d, r->counter, rc);
 	if (!r->t_issue) /* host mode: the kernel's call stamped it */
 		r->t_issue = gice_now_ns();
 	while ((rc = tm_queue_push(d->tm, ct, r, sizeof(*r), &ticket)) == GICE_ERR_AGAIN) {
@@ -181,14 +192,14 @@ int api_push_req(gice_device_t *d, ct_req_t *r, const char *who)
 		if (gice_now_ns() > deadline) {
 			gice_error("api", "%s on device %u: CT %u request queue full for %llu ms", who, d->gid, ct,
 				   (unsigned long long)(api_g.timeout_ns / 1000000));
-			return GICE_ERR_TIMED_OUT;
+			return op_fail_now(d, r->counter, GICE_ERR_TIMED_OUT);
 		}
 		if ((++spins & 15) == 0)
 			sched_yield();
 		else
 			gice_cpu_relax();
 	}
-	return rc;
+	return op_fail_now(d, r->counter, rc);
 }
 
 int gice_post(gice_device_t *d, const gice_op_t *op)
@@ -196,7 +207,8 @@ int gice_post(gice_device_t *d, const gice_op_t *op)
 	ct_req_t r;
 	int rc = op_to_req(d, op, &r);
 
-	return rc ? rc : api_push_req(d, &r, "gice_post");
+	/* api_push_req fails the completion itself (it also runs for a host-mode kernel's ops) */
+	return rc ? op_fail_now(d, op->completion, rc) : api_push_req(d, &r, "gice_post");
 }
 
 int gice_arm(gice_device_t *d, gice_trigger_t trig, uint64_t threshold, uint64_t period, const gice_op_t *op,
@@ -274,7 +286,7 @@ void gice_trigger_add(gice_kctx_t *k, gice_trigger_t t, uint64_t v)
 static int kernel_req(gice_kctx_t *k, ct_req_t *r, const char *who)
 {
 	if (k->dev->host_mode && k->launch)
-		return api_launch_defer(k, r);
+		return op_fail_now(k->dev, r->counter, api_launch_defer(k, r));
 	return api_push_req(k->dev, r, who);
 }
 
@@ -283,7 +295,7 @@ int gice_issue(gice_kctx_t *k, const gice_op_t *op)
 	ct_req_t r;
 	int rc = op_to_req(k->dev, op, &r);
 
-	return rc ? rc : kernel_req(k, &r, "device op");
+	return rc ? op_fail_now(k->dev, op->completion, rc) : kernel_req(k, &r, "device op");
 }
 
 int gice_put(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src, size_t bytes,

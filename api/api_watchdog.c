@@ -32,11 +32,11 @@ static void error_record(gice_device_t *d, const gice_error_info_t *info)
 	pthread_mutex_unlock(&api_g.err_lock);
 }
 
-void api_device_abort(gice_device_t *d, int status, const gice_error_info_t *info)
+void api_device_abort(gice_device_t *d, int status, const gice_error_info_t *info, int wake_later)
 {
 	/* the record first: a waiter that sees the abort finds the reason */
 	error_record(d, info);
-	if (tm_region_abort(d->tm, status) != GICE_OK)
+	if ((wake_later ? tm_region_set_status(d->tm, status) : tm_region_abort(d->tm, status)) != GICE_OK)
 		return; /* aborted already */
 	smt_abort(d->smt);
 	gice_error("api", "device %u aborted (%s): every wait on it ends, nothing new starts; cause: %s", d->gid,
@@ -89,7 +89,7 @@ int gice_device_abort(gice_device_t *d)
 	info.device = d->gid;
 	snprintf(text, sizeof(text), "device %u aborted by gice_device_abort", d->gid);
 	info.message = text;
-	api_device_abort(d, GICE_ERR_ABORTED, &info);
+	api_device_abort(d, GICE_ERR_ABORTED, &info, 0);
 	return GICE_OK;
 }
 
@@ -132,14 +132,16 @@ void api_peer_lost(void *arg, const ct_event_t *e)
 	gice_error_info_t info = event_info(e);
 
 	/* on the watchdog thread, inside ct_engine_watch, api_g.lock held: before the engine
-	 * fails anything, so every waiter that wakes finds the error and the abort in place */
+	 * fails anything, so every waiter that wakes finds the error and the abort in place. The
+	 * engine wakes seen_by's remaining waiters once its operations have failed (theirs wake
+	 * with their own failure recorded). */
 	error_record(seen_by, &info);
 	if (api_g.tolerate_dead)
 		return;
 	/* a lost peer ends every wait of the job here, as an NCCL communicator abort */
 	for (uint64_t i = 0; api_g.devs && i < api_g.max_devices; i++)
 		if (api_g.devs[i] && api_g.devs[i]->live)
-			api_device_abort(api_g.devs[i], e->status, &info);
+			api_device_abort(api_g.devs[i], e->status, &info, api_g.devs[i] == seen_by);
 }
 
 static void wd_report(const ct_event_t *e)

@@ -8,4 +8,4 @@ TEST_SCRIPTS += test_demo
 TESTS += test_faults
 TEST_SCRIPTS += test_netns_loss
 TESTS += test_reliability
-TESTS += test_failure
+TESTS += test_failure test_completions

@@ -20,8 +20,11 @@ const gice_param_t ct_params[] = {
 	 10, 10000000},
 	{"GICE_CT_MAX_DESCS", "4096", "armed descriptors per device", GICE_PARAM_U64, 16, 1u << 20},
 	{"GICE_CT_MAX_PEERS", "64", "largest global device id + 1 a device can talk to", GICE_PARAM_U64, 1, 65536},
-	{"GICE_CT_CREDITS", "128", "unacknowledged packets in flight per peer", GICE_PARAM_U64, 1, CT_PSN_WIN},
-	{"GICE_CT_ACK_EVERY", "16", "a receiver acknowledges at least every this many packets (and every message end)",
+	{"GICE_CT_CREDITS", "128", "unacknowledged packets in flight per peer (any value works with any GICE_CT_ACK_EVERY)",
+	 GICE_PARAM_U64, 1, CT_PSN_WIN},
+	{"GICE_CT_ACK_EVERY", "16",
+	 "a receiver acknowledges at least every this many packets, or every GICE_CT_CREDITS/2 if fewer (and every "
+	 "message end; the rest after a quarter of GICE_RTO_MIN_US)",
 	 GICE_PARAM_U64, 1, CT_PSN_WIN / 2},
 	{"GICE_CT_RNDV_BYTES", "65536",
 	 "puts of at least this many bytes move by one remote read the target issues after validating "

@@ -80,7 +80,9 @@ typedef struct {
 	int host_proxy;       /* GICE_MODE=host: the one CT thread is the host's proxy thread */
 	int fail_signals;     /* a peer found dead or hung fails the counters its signals set here */
 	/* called by ct_engine_watch when a peer is found dead or hung, before anything is failed
-	 * (whoever aborts the device does it before a waiter wakes); may be NULL */
+	 * (whoever aborts the device does it before a waiter wakes: tm_region_set_status; the
+	 * engine wakes the waits left with tm_region_abort once it has failed the operations to
+	 * the peer); may be NULL */
 	void (*on_peer_lost)(void *arg, const struct ct_event *ev);
 	void *on_peer_lost_arg;
 } ct_engine_attr_t;

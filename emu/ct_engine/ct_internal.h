@@ -94,6 +94,7 @@ typedef struct { /* link-private (under the link lock) */
 	/* rx */
 	uint32_t rx_next_psn, rx_landed, ack_unsent;
 	uint8_t ack_due;
+	uint64_t t_ack_wait;           /* when the oldest packet not yet acknowledged arrived */
 	uint64_t rx_seen[CT_PSN_WIN / 64];
 	ct_rx_slot_t rx[CT_PEER_WIN];
 } ct_peer_t;
@@ -186,6 +187,10 @@ struct ct_engine {
 	uint32_t act_len[CT_QOS_CLASSES];
 	uint32_t wrr_class;
 	uint32_t acks_pending;
+	/* peers owed an ACK for packets received since the last one (delayed ack); atomic: the
+	 * sleep policy reads it outside the link lock */
+	_Atomic uint32_t acks_delayed;
+	uint64_t dack_next_ns; /* earliest time one of them is due */
 	uint64_t next_timer_ns; /* next retransmission check */
 	ct_trace_t trace[CT_TRACE_RING];
 	uint64_t trace_n;
@@ -206,6 +211,8 @@ struct ct_engine {
 		_Atomic uint64_t nacks_sent, acks_sent, rx_bad, rx_dup, rx_unknown, fired, tx_again;
 		_Atomic uint64_t retransmits, rto_expired, fast_retx, rx_csum_bad, timed_out, peers_dead, ct_stalls;
 		_Atomic uint64_t fallback_ops;
+		/* puts rejected for their signal counter (logged; not yet in gice_device_stats) */
+		_Atomic uint64_t rx_bad_signal;
 	} st;
 };
 

@@ -21,7 +21,36 @@ static int psn_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
 int ct_link_busy(ct_engine_t *e)
 {
-	return atomic_load_explicit(&e->msgs_live, memory_order_relaxed) != 0;
+	/* a delayed ack is link work too: CT 0 keeps polling until it has gone out */
+	return atomic_load_explicit(&e->msgs_live, memory_order_relaxed) != 0 ||
+	       atomic_load_explicit(&e->acks_delayed, memory_order_relaxed) != 0;
+}
+
+/* Received packets that make the receiver acknowledge at once: GICE_CT_ACK_EVERY, but never more
+ * than half the sender's window (GICE_CT_CREDITS), so a window smaller than the ack interval
+ * cannot close with every packet in it received and none acknowledged — and the sender gets the
+ * ACK while it still has the other half to send. */
+static uint32_t ack_thresh(const ct_engine_t *e)
+{
+	return GICE_MIN(e->ack_every, GICE_MAX(e->credits / 2, 1u));
+}
+
+/* Delayed ack: packets received and not yet acknowledged get an ACK after this long whatever the
+ * counts (a sender whose window is smaller than this device's settings assume, e.g. another
+ * process with a smaller GICE_CT_CREDITS). A quarter of GICE_RTO_MIN_US: well below the sender's
+ * retransmission timeout. */
+static uint64_t ack_delay_ns(const ct_engine_t *e)
+{
+	return e->rto_min_ns / 4;
+}
+
+/* p owes no ACK any more (one went out, or the peer is gone). */
+static void ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
+{
+	if (p->ack_unsent) {
+		p->ack_unsent = 0;
+		atomic_fetch_sub_explicit(&e->acks_delayed, 1, memory_order_relaxed);
+	}
 }
 
 /* link-private FIFOs of message indices, linked through msg.next */
@@ -137,7 +166,7 @@ static void send_ack(ct_engine_t *e, uint32_t gid)
 	if (p->nack_unsent == 0 &&
 	    send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, p->next_psn, sack_bits(p)) == GICE_OK) {
 		ct_stat_add(&e->st.acks_sent, 1);
-		p->ack_unsent = 0;
+		ack_owed_clear(e, p);
 		if (p->ack_due) {
 			p->ack_due = 0;
 			e->acks_pending--;
@@ -625,11 +654,37 @@ static void note_signal(ct_peer_t *p, uint32_t sig)
 	p->sig_recent[p->sig_next++ % CT_SIG_RECENT] = sig + 1;
 }
 
+/* Log a rejected signal: per-message path, rate-limited, with the count so far. */
+static void signal_reject_log(ct_engine_t *e, uint32_t src, uint32_t msg_id, uint32_t sig_id, int status,
+			      const char *what)
+{
+	uint64_t n = atomic_fetch_add_explicit(&e->st.rx_bad_signal, 1, memory_order_relaxed);
+
+	if (n < 10 || n % 1000 == 0)
+		gice_warn("ct", "device %u: put from device %u (msg %u) signals counter %u, %s (signal counters are "
+			  "the allocated ids in %u..%u): %s (%llu so far)", e->attr.gid, src, msg_id, sig_id,
+			  status == GICE_ERR_NOT_FOUND ? "which is not allocated" : "which is reserved or out of range",
+			  e->attr.n_cts, e->n_counters - 1, what, (unsigned long long)n + 1);
+}
+
+/* GICE_OK if counter id may take a signal: one of this device's allocatable ids (not reserved,
+ * in range: else GICE_ERR_INVALID) that is allocated now (else GICE_ERR_NOT_FOUND). The
+ * allocation is known in the process that created the trigger memory, where the CT runs; a region
+ * attached from elsewhere cannot tell, and then only the range is checked. */
+static int signal_ok(const ct_engine_t *e, uint32_t id)
+{
+	if (id < e->attr.n_cts || id >= e->n_counters)
+		return GICE_ERR_INVALID;
+	return tm_counter_allocated(e->attr.tm, id) == 0 ? GICE_ERR_NOT_FOUND : GICE_OK;
+}
+
 static void apply_signal(ct_engine_t *e, uint32_t src, const ct_rx_slot_t *s)
 {
-	if (s->sig_id < e->attr.n_cts || s->sig_id >= e->n_counters) {
-		gice_error("ct", "signal from device %u names counter %u; valid ids are %u..%u", src, s->sig_id,
-			   e->attr.n_cts, e->n_counters - 1);
+	int rc = signal_ok(e, s->sig_id);
+
+	/* validated at every packet; only a counter freed since (a strong signal waits) gets here */
+	if (rc) {
+		signal_reject_log(e, src, s->id1 - 1, s->sig_id, rc, "freed after the put was accepted; not applied");
 		return;
 	}
 	if (s->flags & CT_HF_SIG_ADD)
@@ -687,6 +742,22 @@ static void rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int stat
 		s->status = status;
 		send_nack(e, h->src_gid, h->msg_id, status);
 	}
+}
+
+/* Check the signal of a PUT or PUT_RTS (if it has one) before a byte of it is written. A bad one
+ * fails the whole message: counted, logged (rate-limited) and NACKed once per message. */
+static int rx_signal_check(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h)
+{
+	int rc;
+
+	if (!(h->flags & CT_HF_SIGNAL) || !(rc = signal_ok(e, h->sig_id)))
+		return GICE_OK;
+	if (s->status == GICE_OK) {
+		signal_reject_log(e, h->src_gid, h->msg_id, h->sig_id, rc, "nothing written, NACK sent");
+		s->status = rc;
+		send_nack(e, h->src_gid, h->msg_id, rc);
+	}
+	return rc;
 }
 
 /* Queue a response (get data, atomic old value, rendezvous done) to request msg_id of device
@@ -766,8 +837,10 @@ static void rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t
 	int rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
 	struct ct_read *r = NULL;
 
-	if (!rc && (h->flags & CT_HF_SIGNAL) && (h->sig_id < e->attr.n_cts || h->sig_id >= e->n_counters))
-		rc = GICE_ERR_INVALID;
+	if (!rc && rx_signal_check(e, s, h)) {
+		landed(e, h->src_gid, p, s);
+		return;
+	}
 	if (!rc && p->map) {
 		/* NVLink plane: the initiator's memory is mapped here; the CT is the copy engine */
 		if (h->aux > p->map_size || h->msg_len > p->map_size - h->aux) {
@@ -812,11 +885,10 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 	case CT_PKT_PUT:
 		/* the whole message range is checked at every packet: all or nothing lands */
 		rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
-		if (!rc && (h->flags & CT_HF_SIGNAL) && (h->sig_id < e->attr.n_cts || h->sig_id >= e->n_counters))
-			rc = GICE_ERR_INVALID; /* no such signal counter: nothing lands */
 		if (rc)
 			rx_fail(e, s, h, rc);
-		else if (s->status == GICE_OK && h->payload_len)
+		/* and its signal counter: a put signalling no counter lands nothing */
+		else if (!rx_signal_check(e, s, h) && s->status == GICE_OK && h->payload_len)
 			memcpy(e->base + off + h->moff, payload, h->payload_len);
 		s->got += h->payload_len;
 		if (s->got >= s->len && (h->payload_len || s->len == 0))
@@ -986,10 +1058,42 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		p->ack_held = 0;
 		complete_upto(e, p, p->held_cum);
 	}
-	/* ack at every message end, every GICE_CT_ACK_EVERY packets, and at once when this packet
-	 * left a hole (the selective ack lets the sender resend just the hole) */
-	if ((h.flags & CT_HF_LAST) || ++p->ack_unsent >= e->ack_every || d != 0 || p->rx_next_psn != h.psn + 1)
-		send_ack(e, h.src_gid);
+	/* ack at every message end, every ack_thresh packets, and at once when this packet left a
+	 * hole (the selective ack lets the sender resend just the hole); whatever is left unacked
+	 * gets a delayed ack (flush_delayed_acks) */
+	if ((h.flags & CT_HF_LAST) || p->ack_unsent + 1 >= ack_thresh(e) || d != 0 || p->rx_next_psn != h.psn + 1) {
+		send_ack(e, h.src_gid); /* not sent now: flush_ctrl retries it */
+		return;
+	}
+	if (p->ack_unsent++ == 0) { /* only a packet left unacknowledged pays for the timer */
+		p->t_ack_wait = p->t_rx;
+		atomic_fetch_add_explicit(&e->acks_delayed, 1, memory_order_relaxed);
+		if (e->dack_next_ns > p->t_rx + ack_delay_ns(e))
+			e->dack_next_ns = p->t_rx + ack_delay_ns(e);
+	}
+}
+
+/* Send the ACKs owed for longer than ack_delay_ns (see there). */
+static int flush_delayed_acks(ct_engine_t *e, uint64_t now)
+{
+	uint64_t delay = ack_delay_ns(e), next = UINT64_MAX;
+	int n = 0;
+
+	if (now < e->dack_next_ns)
+		return 0;
+	for (uint32_t g = 0; g < e->max_peers; g++) {
+		ct_peer_t *p = &e->peers[g];
+		if (!p->ack_unsent || p->ack_due) /* none owed, or already retried by flush_ctrl */
+			continue;
+		if (now - p->t_ack_wait >= delay) {
+			send_ack(e, g);
+			n++;
+		} else if (p->t_ack_wait + delay < next) {
+			next = p->t_ack_wait + delay;
+		}
+	}
+	e->dack_next_ns = next;
+	return n;
 }
 
 /* ---------------------------------------------------------------- progress */
@@ -1033,6 +1137,8 @@ int ct_link_progress(ct_engine_t *e)
 			work += post_reads(e);
 		work += send_pending(e);
 	}
+	if (atomic_load_explicit(&e->acks_delayed, memory_order_relaxed))
+		work += flush_delayed_acks(e, gice_now_ns());
 	if (atomic_load_explicit(&e->reliable, memory_order_relaxed) && ct_link_busy(e)) {
 		uint64_t now = gice_now_ns();
 		if (now >= e->next_timer_ns) {
@@ -1128,6 +1234,7 @@ uint32_t ct_peer_fail(ct_engine_t *e, uint32_t gid, int status, const char *why)
 	}
 	p->acked_psn = p->next_psn;
 	p->ack_held = 0;
+	ack_owed_clear(e, p);
 	if (p->ack_due) {
 		p->ack_due = 0;
 		e->acks_pending--;
@@ -1268,6 +1375,10 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 		for (uint32_t i = 0; gone && e->attr.fail_signals && i < CT_SIG_RECENT; i++)
 			if (p->sig_recent[i])
 				tm_counter_fail(e->attr.tm, p->sig_recent[i] - 1, ev.status);
+		/* the device aborted for it (on_peer_lost): now that the failures are recorded, wake
+		 * every other wait */
+		if (gone && tm_region_status(e->attr.tm) != GICE_OK)
+			tm_region_abort(e->attr.tm, ev.status);
 		if (len < (int)sizeof(ev.text))
 			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %u operation(s) failed with %s", ev.n_ops,
 				 gice_status_name(ev.status));

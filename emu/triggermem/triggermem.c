@@ -138,8 +138,10 @@ struct tm_region {
 	uint64_t dirty_stride, queue_stride;
 	uint32_t n_words;    /* dirty words per CT = n_counters / 64 */
 	uint32_t n_summary;  /* summary words per CT */
-	pthread_mutex_t lock; /* protects alloc_bits */
-	uint64_t *alloc_bits; /* bit set: counter id in use (owner only) */
+	pthread_mutex_t lock; /* serializes the writers of alloc_bits */
+	/* bit set: counter id in use (owner only). Written under lock by host threads; read without
+	 * it by the CT that validates an arriving signal (tm_counter_allocated): atomic words. */
+	_Atomic uint64_t *alloc_bits;
 	uint32_t n_alloc;     /* ids in use, reserved ones included */
 };
 
@@ -274,7 +276,7 @@ int tm_region_create(const tm_layout_t *layout, const char *name, tm_region_t **
 		gice_error("tm", "no memory for the region handle");
 		return GICE_ERR_NO_MEMORY;
 	}
-	r->alloc_bits = calloc(o.n_words, sizeof(uint64_t));
+	r->alloc_bits = calloc(o.n_words, sizeof(*r->alloc_bits));
 	if (!r->alloc_bits) {
 		gice_error("tm", "no memory for the allocation bitmap of %u counters", layout->n_counters);
 		rc = GICE_ERR_NO_MEMORY;
@@ -319,7 +321,7 @@ int tm_region_create(const tm_layout_t *layout, const char *name, tm_region_t **
 	}
 	/* Ids 0..n_cts-1 are the queues' retired-ticket counters: never handed out. */
 	for (uint32_t c = 0; c < layout->n_cts; c++)
-		r->alloc_bits[c / 64] |= 1ull << (c % 64);
+		atomic_fetch_or_explicit(&r->alloc_bits[c / 64], 1ull << (c % 64), memory_order_relaxed);
 	r->n_alloc = layout->n_cts;
 
 	struct tm_shm_hdr *h = r->hdr;
@@ -351,7 +353,7 @@ err_unmap:
 err_close:
 	close(r->fd);
 err_free_bits:
-	free(r->alloc_bits);
+	free((void *)r->alloc_bits);
 err_free_region:
 	free(r);
 	return rc;
@@ -464,7 +466,7 @@ void tm_region_destroy(tm_region_t *r)
 	pthread_mutex_destroy(&r->lock);
 	munmap(r->base, r->size);
 	close(r->fd);
-	free(r->alloc_bits);
+	free((void *)r->alloc_bits);
 	free(r);
 }
 
@@ -490,11 +492,12 @@ int tm_counter_alloc(tm_region_t *r, uint32_t *id)
 	}
 	pthread_mutex_lock(&r->lock);
 	for (uint32_t w = 0; w < n_words; w++) {
-		uint64_t freebits = ~r->alloc_bits[w];
+		uint64_t freebits = ~atomic_load_explicit(&r->alloc_bits[w], memory_order_relaxed);
 		if (!freebits)
 			continue;
 		uint32_t b = (uint32_t)__builtin_ctzll(freebits);
-		r->alloc_bits[w] |= 1ull << b;
+		/* release: pairs with the acquire in tm_counter_allocated */
+		atomic_fetch_or_explicit(&r->alloc_bits[w], 1ull << b, memory_order_release);
 		r->n_alloc++;
 		pthread_mutex_unlock(&r->lock);
 		*id = w * 64 + b;
@@ -520,16 +523,26 @@ int tm_counter_free(tm_region_t *r, uint32_t id)
 		return GICE_ERR_INVALID;
 	}
 	pthread_mutex_lock(&r->lock);
-	if (!(r->alloc_bits[id / 64] & (1ull << (id % 64)))) {
+	if (!(atomic_load_explicit(&r->alloc_bits[id / 64], memory_order_relaxed) & (1ull << (id % 64)))) {
 		rc = GICE_ERR_INVALID;
 	} else {
-		r->alloc_bits[id / 64] &= ~(1ull << (id % 64));
+		atomic_fetch_and_explicit(&r->alloc_bits[id / 64], ~(1ull << (id % 64)), memory_order_release);
 		r->n_alloc--;
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (rc)
 		gice_error("tm", "free of counter %u: not allocated", id);
 	return rc;
+}
+
+int tm_counter_allocated(const tm_region_t *r, uint32_t id)
+{
+	if (!r->owner)
+		return GICE_ERR_UNSUPPORTED;
+	if (id >= r->layout.n_counters)
+		return 0;
+	/* acquire: pairs with the release of tm_counter_alloc / tm_counter_free */
+	return (int)((atomic_load_explicit(&r->alloc_bits[id / 64], memory_order_acquire) >> (id % 64)) & 1);
 }
 
 /* ---- dirty bitmaps and doorbells ---- */
@@ -838,7 +851,7 @@ int tm_counter_wait_idle(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, 
 
 /* ---- the device's health ---- */
 
-int tm_region_abort(tm_region_t *r, int status)
+int tm_region_set_status(tm_region_t *r, int status)
 {
 	int32_t ok = GICE_OK;
 
@@ -848,6 +861,13 @@ int tm_region_abort(tm_region_t *r, int status)
 	if (!atomic_compare_exchange_strong_explicit(&r->state->status, &ok, status, memory_order_seq_cst,
 						     memory_order_acquire))
 		return ok; /* the first abort stands */
+	return GICE_OK;
+}
+
+int tm_region_abort(tm_region_t *r, int status)
+{
+	int rc = tm_region_set_status(r, status);
+
 	/* end every wait in progress: bump each watched-for counter and wake its sleepers (seq_cst
 	 * pairs with the waiters' registration, as counter_notify does) */
 	for (uint32_t i = 0; i < r->layout.n_counters; i++) {
@@ -858,7 +878,7 @@ int tm_region_abort(tm_region_t *r, int status)
 	}
 	for (uint32_t ct = 0; ct < r->layout.n_cts; ct++)
 		tm_doorbell_ring(r, ct);
-	return GICE_OK;
+	return rc;
 }
 
 int tm_region_status(const tm_region_t *r)

@@ -58,6 +58,11 @@ const tm_layout_t *tm_region_layout(const tm_region_t *r);
  * Both return GICE_ERR_UNSUPPORTED in a process that attached the region. */
 int tm_counter_alloc(tm_region_t *r, uint32_t *id);
 int tm_counter_free(tm_region_t *r, uint32_t id);
+/* Whether counter id is in use: 1 if allocated (reserved ids included), 0 if free or out of
+ * range; GICE_ERR_UNSUPPORTED in a process that attached the region (it cannot tell). Lock-free,
+ * safe from any thread while host threads allocate and free: for the CT that validates an
+ * arriving signal. */
+int tm_counter_allocated(const tm_region_t *r, uint32_t id);
 
 /* Writes. add/set change the success count; fail adds one failure and records status. All
  * bump the futex word, wake waiters, and notify watching CTs. id must be valid (not checked on
@@ -89,14 +94,17 @@ int tm_counter_wait_idle(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, 
 			 uint64_t spin_ns, uint64_t *found);
 
 /* The device's health, shared by every process that maps the region.
- * abort: the first call records status (< 0; GICE_ERR_CANCELED if not) and ends every wait in
- * progress and every later one with it (a wait whose condition already holds still succeeds),
- * returning GICE_OK; later calls change nothing and return the status in force. status: GICE_OK
- * until then (a closed device's reads GICE_ERR_CANCELED).
+ * abort: the first call records status (< 0; GICE_ERR_CANCELED if not) and returns GICE_OK;
+ * later calls keep the status in force and return it. Every call wakes every wait in progress,
+ * and every wait, then and later, ends with the status (a wait whose condition already holds
+ * still succeeds). set_status: the same without the wake-up, for a caller that fails operations
+ * first (their waiters wake with their own status recorded) and wakes the rest with abort.
+ * status: GICE_OK until then (a closed device's reads GICE_ERR_CANCELED).
  * progress: the device moved (a packet arrived, an operation completed); cheap, rate-limited to
  * one store per millisecond. progress_ns: when it last did. waiting: waits asleep on its
  * counters now (each is bounded by its own timeout). */
 int tm_region_abort(tm_region_t *r, int status);
+int tm_region_set_status(tm_region_t *r, int status);
 int tm_region_status(const tm_region_t *r);
 void tm_progress(tm_region_t *r);
 uint64_t tm_progress_ns(const tm_region_t *r);
