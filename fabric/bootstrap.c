@@ -439,19 +439,45 @@ static int pmix_allgather(boot_t *b, const void *mine, size_t len, void *all)
 }
 #endif
 
+/* Task count a foreign launcher gave this process, or 0: srun (SLURM_STEP_NUM_TASKS; inside a
+ * step only, so that a batch script or salloc shell, which also has SLURM_NTASKS, is one rank),
+ * PMI-1/PMI-2 (srun --mpi=pmi2, MPICH's hydra: PMI_SIZE), Open MPI (OMPI_COMM_WORLD_SIZE). */
+static unsigned long foreign_tasks(const char **var)
+{
+	static const char *const vars[] = {"SLURM_STEP_NUM_TASKS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE"};
+
+	for (size_t i = 0; i < GICE_ARRAY_SIZE(vars); i++) {
+		const char *v = getenv(vars[i]);
+		char *end;
+		unsigned long n;
+		if (!v || !*v)
+			continue;
+		errno = 0;
+		n = strtoul(v, &end, 10);
+		if (!errno && !*end && n > 1) {
+			*var = vars[i];
+			return n;
+		}
+	}
+	return 0;
+}
+
 int boot_init(boot_t **out)
 {
 	uint64_t rank, size, tmo;
-	const char *spec;
+	const char *spec, *var = NULL;
+	const char *ws = getenv("GICE_WORLD_SIZE");
+	int explicit = ws && *ws; /* gicerun's variables win over any outer launcher's */
 	struct sockaddr_storage ss;
 	socklen_t sl;
+	unsigned long tasks;
 	boot_t *b;
 	int rc;
 
 	if ((rc = gice_param_u64(&boot_params[3], &tmo)))
 		return rc;
+	if (!explicit && getenv("PMIX_RANK")) {
 #ifdef GICE_HAVE_PMIX
-	if (getenv("PMIX_RANK")) {
 		b = calloc(1, sizeof(*b));
 		if (!b)
 			return GICE_ERR_NO_MEMORY;
@@ -474,8 +500,19 @@ int boot_init(boot_t **out)
 		gice_info("boot", "rank %u of %u (PMIx namespace %s)", b->rank, b->size, b->me.nspace);
 		*out = b;
 		return GICE_OK;
-	}
+#else
+		gice_error("boot", "PMIX_RANK=%s is set but gice was built without PMIx (Debian libpmix-dev); %s",
+			   getenv("PMIX_RANK"), BOOT_HOW_TO_LAUNCH);
+		return GICE_ERR_CONFIG;
 #endif
+	}
+	/* one of N tasks of a launcher we cannot talk to: N one-rank jobs would each "succeed" */
+	if (!explicit && (tasks = foreign_tasks(&var))) {
+		gice_error("boot", "this process is one of %lu tasks (%s=%lu) but has no way to find the others "
+				   "(no PMIx: PMIX_RANK is not set); %s",
+			   tasks, var, tasks, BOOT_HOW_TO_LAUNCH);
+		return GICE_ERR_CONFIG;
+	}
 	if ((rc = gice_param_u64(&boot_params[0], &rank)) || (rc = gice_param_u64(&boot_params[1], &size)))
 		return rc;
 	spec = gice_param_str(&boot_params[2]);
