@@ -476,8 +476,8 @@ int boot_init(boot_t **out)
 
 	if ((rc = gice_param_u64(&boot_params[3], &tmo)))
 		return rc;
-	if (!explicit && getenv("PMIX_RANK")) {
 #ifdef GICE_HAVE_PMIX
+	if (!explicit && getenv("PMIX_RANK")) {
 		b = calloc(1, sizeof(*b));
 		if (!b)
 			return GICE_ERR_NO_MEMORY;
@@ -500,17 +500,16 @@ int boot_init(boot_t **out)
 		gice_info("boot", "rank %u of %u (PMIx namespace %s)", b->rank, b->size, b->me.nspace);
 		*out = b;
 		return GICE_OK;
-#else
-		gice_error("boot", "PMIX_RANK=%s is set but gice was built without PMIx (Debian libpmix-dev); %s",
-			   getenv("PMIX_RANK"), BOOT_HOW_TO_LAUNCH);
-		return GICE_ERR_CONFIG;
-#endif
 	}
+#endif
 	/* one of N tasks of a launcher we cannot talk to: N one-rank jobs would each "succeed" */
 	if (!explicit && (tasks = foreign_tasks(&var))) {
 		gice_error("boot", "this process is one of %lu tasks (%s=%lu) but has no way to find the others "
-				   "(no PMIx: PMIX_RANK is not set); %s",
-			   tasks, var, tasks, BOOT_HOW_TO_LAUNCH);
+				   "(%s); %s",
+			   tasks, var, tasks,
+			   getenv("PMIX_RANK") ? "PMIX_RANK is set but gice was built without PMIx (Debian libpmix-dev)"
+					       : "no PMIx: PMIX_RANK is not set",
+			   BOOT_HOW_TO_LAUNCH);
 		return GICE_ERR_CONFIG;
 	}
 	if ((rc = gice_param_u64(&boot_params[0], &rank)) || (rc = gice_param_u64(&boot_params[1], &size)))
