@@ -114,6 +114,30 @@ static int wire_remote(gice_device_t *d)
 		gice_error("api", "device %u: exchanging addresses with the other %u ranks failed", d->gid, api_g.size - 1);
 		goto out;
 	}
+	/* A loopback address handed to a rank on another host: nothing sent there would arrive,
+	 * and the job would stall for GICE_TIMEOUT_MS. Every rank sees every blob, so every rank
+	 * fails the open alike, at once. */
+	for (uint32_t r = 0; r < api_g.size; r++) {
+		const size_t hl = sizeof(all[r].host);
+		char addr[64], src[128];
+		uint32_t o = 0;
+		if (!fab_addr_loopback(d->ep->provider, all[r].addr, GICE_MIN(all[r].addr_len, FAB_ADDR_MAX), addr,
+				       sizeof(addr)))
+			continue;
+		while (o < api_g.size && !strncmp(all[o].host, all[r].host, hl))
+			o++;
+		if (o == api_g.size)
+			continue;
+		fab_iface_source(d->ep->provider, src, sizeof(src));
+		gice_error("api", "device %u: rank %u advertises the loopback address %s (%s) to rank %u on another "
+				  "host (%.*s), which cannot reach it; the interface comes from %s%s: give the socket "
+				  "providers an interface the other hosts reach, or start the job with gicerun --netns",
+			   d->gid, r, addr, d->ep->provider, o, (int)hl, all[o].host, src,
+			   r == api_g.rank ? " here" : " (read on this rank)");
+		rc = GICE_ERR_FABRIC;
+	}
+	if (rc)
+		goto out;
 	pthread_mutex_lock(&api_g.lock);
 	grown = realloc(api_g.remote, (api_g.n_remote + api_g.size) * sizeof(*grown));
 	if (grown)

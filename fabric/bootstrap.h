@@ -4,9 +4,18 @@
  * rendezvous from GICE_BOOTSTRAP=host:port (set by gicerun): rank 0 listens there, every other
  * rank connects (retrying while rank 0 is not up yet), says who it is, and gets the job's random
  * secret. Under mpirun or srun --mpi=pmix (PMIX_RANK set, gice built with libpmix-dev) rank,
- * size and exchanges come from PMIx instead. Without any of these the job is one rank. Every wait is bounded by
- * GICE_BOOTSTRAP_TIMEOUT_MS; a rank that never arrives fails the others with a message naming it
- * and the time waited. Set-up path only: blocking sockets, poll() with deadlines.
+ * size and exchanges come from PMIx instead; GICE_WORLD_SIZE, when set, wins over PMIx (gicerun
+ * run under another launcher). A process that is one of N > 1 tasks of a launcher without PMIx
+ * (srun without --mpi=pmix: SLURM_STEP_NUM_TASKS; PMI_SIZE; OMPI_COMM_WORLD_SIZE) fails with
+ * GICE_ERR_CONFIG saying how to launch, rather than running as one of N one-rank jobs. Without
+ * any of these the job is one rank.
+ *
+ * Every wait is bounded by GICE_BOOTSTRAP_TIMEOUT_MS, PMIx fences included (PMIX_TIMEOUT, and
+ * our own deadline should the server ignore it): a rank that never arrives fails the others
+ * with GICE_ERR_TIMED_OUT and a message naming it and the time waited; a rank that dies during
+ * an exchange fails them with GICE_ERR_PEER_DEAD naming it (under PMIx: the ranks whose part
+ * of the exchange is missing, probed for after the fence failed). Set-up path only: blocking
+ * sockets, poll() with deadlines.
  */
 #ifndef GICE_BOOTSTRAP_H
 #define GICE_BOOTSTRAP_H
@@ -18,8 +27,8 @@
 
 typedef struct boot boot_t;
 
-/* GICE_OK, GICE_ERR_CONFIG (bad variables), GICE_ERR_TIMED_OUT (a rank missing),
- * GICE_ERR_PEER_DEAD (a rank closed its connection), GICE_ERR_IO. */
+/* GICE_OK, GICE_ERR_CONFIG (bad variables, or one of N tasks with no PMIx), GICE_ERR_TIMED_OUT
+ * (a rank missing), GICE_ERR_PEER_DEAD (a rank closed its connection or died), GICE_ERR_IO. */
 int boot_init(boot_t **out);
 void boot_fini(boot_t *b);
 uint32_t boot_rank(const boot_t *b);

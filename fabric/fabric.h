@@ -147,6 +147,16 @@ static inline int fab_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, siz
 	return ep->ops->read(ep, src, local_off, len, remote, remote_off, ctx);
 }
 
+/* Whether addr, a raw endpoint address of provider as fab_getname gives it, is a loopback
+ * address (127.0.0.0/8, ::1, ::ffff:127.x.y.z), which no other host reaches. Decoded only for
+ * providers whose addresses are sockaddrs: tcp, udp, sockets and their layered names
+ * ("tcp;ofi_rxm", "udp;ofi_rxd"); 0 for any other provider or a malformed address. When it is,
+ * text (if not NULL) receives it as "127.0.0.1:PORT" or "[::1]:PORT". */
+int fab_addr_loopback(const char *provider, const void *addr, size_t len, char *text, size_t textlen);
+/* For messages: the variable that chose the interface provider binds in this process, as
+ * "FI_TCP_IFACE=lo" when the user set it, else how GICE_FAB_IFACE filled it in. */
+void fab_iface_source(const char *provider, char *text, size_t len);
+
 /* libfabric 1.17's shm provider names its regions /dev/shm/PID:DOMAIN:EP and creates them
  * exclusively; a process killed outright leaves them behind, and a later process given the same
  * pid then cannot enable shm endpoints. Remove the regions of pid last written before before_s

@@ -4,6 +4,7 @@ TESTS += test_multiproc
 TESTS += test_gicerun
 TEST_SCRIPTS += test_netns
 TEST_SCRIPTS += test_mpirun
+TEST_SCRIPTS += test_slurm
 TEST_SCRIPTS += test_demo
 TESTS += test_faults
 TEST_SCRIPTS += test_netns_loss

@@ -1,8 +1,9 @@
 /* Description: gicerun, the job launcher — rank environment and "[r] " output prefixes on both
  * streams, whole lines under load, the first failing rank named with its status (exit code or
  * signal) and the other ranks and their children killed, SIGTERM forwarded, --timeout, an
- * unrunnable program, usage errors, and --netns (ranks really inside their namespaces; skipped
- * with a printed reason unless root with `ip netns`).
+ * unrunnable program, usage errors, and --netns (ranks really inside their namespaces; tcp
+ * chosen, shm refused, FI_TCP_IFACE replaced by each namespace's interface; skipped with a
+ * printed reason unless root with `ip netns`).
  * Runs build/bin/gicerun from the repository root (make test does); a test binary at
  * B/tests/test_gicerun uses B/bin/gicerun when it exists, and GICERUN=path overrides. */
 #include <check.h>
@@ -650,6 +651,55 @@ START_TEST(netns_ranks_run_in_their_namespaces)
 }
 END_TEST
 
+/* --netns: no provider set gives tcp, shm is refused, and an inherited FI_TCP_IFACE=lo is replaced
+ * by each namespace's interface (else ranks advertise 127.0.0.1 to the other namespaces), each
+ * said on stderr; a provider that crosses namespaces is kept. */
+START_TEST(netns_picks_tcp_and_each_namespace_interface)
+{
+	run_t r;
+
+	if (!netns_ready) {
+		printf("netns_picks_tcp_and_each_namespace_interface: skipped: %s\n", netns_skip);
+		fflush(stdout);
+		return;
+	}
+	unsetenv("GICE_FI_PROVIDER");
+	unsetenv("FI_UDP_IFACE");
+	unsetenv("FI_SOCKETS_IFACE");
+	unsetenv("FI_NET_IFACE");
+	setenv("FI_TCP_IFACE", "lo", 1);
+	RUN(&r, "-n", "2", "--netns", "gice-t-a,gice-t-b", "sh", "-c",
+	    "echo $GICE_FI_PROVIDER $FI_TCP_IFACE ${FI_UDP_IFACE:-unset}");
+	ck_assert_msg(run_code(&r) == 0, "exit %d, stderr: %s", run_code(&r), r.err);
+	ck_assert_msg(has_line(r.out, "[0] tcp gice-t-va unset") && has_line(r.out, "[1] tcp gice-t-vb unset"),
+		      "stdout:\n%s", r.out);
+	ck_assert_msg(strstr(r.err, "gicerun: --netns: GICE_FI_PROVIDER=tcp for every rank"), "stderr: %s", r.err);
+	ck_assert_msg(strstr(r.err, "gicerun: --netns: FI_TCP_IFACE=lo replaced in every rank by its namespace's "
+				    "interface (gice-t-va, gice-t-vb)"),
+		      "stderr: %s", r.err);
+	run_free(&r);
+
+	/* a provider that crosses namespaces is the user's choice: kept, nothing said about it */
+	setenv("GICE_FI_PROVIDER", "udp", 1);
+	unsetenv("FI_TCP_IFACE");
+	RUN(&r, "-n", "2", "--netns", "gice-t-a,gice-t-b", "sh", "-c", "echo $GICE_FI_PROVIDER ${FI_TCP_IFACE:-unset}");
+	ck_assert_msg(run_code(&r) == 0, "exit %d, stderr: %s", run_code(&r), r.err);
+	ck_assert_msg(has_line(r.out, "[0] udp unset") && has_line(r.out, "[1] udp unset"), "stdout:\n%s", r.out);
+	ck_assert_msg(!strstr(r.err, "--netns:"), "stderr: %s", r.err);
+	run_free(&r);
+
+	/* shared memory never crosses namespaces: refused before any rank starts */
+	setenv("GICE_FI_PROVIDER", "shm", 1);
+	RUN(&r, "-n", "2", "--netns", "gice-t-a,gice-t-b", "sh", "-c", "echo ran");
+	ck_assert_int_eq(run_code(&r), 1);
+	ck_assert_msg(!strstr(r.out, "ran"), "a rank ran: %s", r.out);
+	ck_assert_msg(strstr(r.err, "gicerun: --netns: GICE_FI_PROVIDER=shm cannot cross network namespaces"),
+		      "stderr: %s", r.err);
+	run_free(&r);
+	unsetenv("GICE_FI_PROVIDER");
+}
+END_TEST
+
 /* ---------------------------------------------------------------- main */
 
 static void pick_gicerun(const char *argv0)
@@ -705,6 +755,7 @@ int main(int argc, char **argv)
 	add_case(s, "bad_usage", bad_usage_exits_2_naming_the_value, tmpdir_make, tmpdir_remove);
 	add_case(s, "unknown_namespace", unknown_namespace_is_named, tmpdir_make, tmpdir_remove);
 	add_case(s, "netns", netns_ranks_run_in_their_namespaces, netns_setup, netns_teardown);
+	add_case(s, "netns_fabric_env", netns_picks_tcp_and_each_namespace_interface, netns_setup, netns_teardown);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

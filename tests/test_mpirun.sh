@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Description: gice programs launched by Open MPI's mpirun find each other through PMIx
 # (PMIX_RANK set, gice built with libpmix-dev): a 2-rank put ping-pong with every byte checked,
-# and the 4-rank training-step ring. Skipped (77) when mpirun or the PMIx build is missing.
+# the 4-rank training-step ring, and a rank that never arrives: the others fail within 2x
+# GICE_BOOTSTRAP_TIMEOUT_MS naming it (the PMIx fence used to wait forever). Skipped (77) when
+# mpirun or the PMIx build is missing.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -32,6 +34,24 @@ rc=$?
 echo "$out" | grep -E "gice demo|data check"
 if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every block arrived intact')" != 4 ] || ! echo "$out" | grep -q "4 rank(s)"; then
 	echo "FAIL: 4-rank ring under mpirun (rc $rc)"
+	fail=1
+fi
+echo "== mpirun -np 3: rank 1 never arrives, the others name it within 2x the bootstrap timeout"
+factor=${CK_TIMEOUT_MULTIPLIER:-1} # sanitized builds run slower
+tmo=2000
+start=$(date +%s%N)
+out=$(GICE_BOOTSTRAP_TIMEOUT_MS=$tmo timeout 60 $mpi -x GICE_BOOTSTRAP_TIMEOUT_MS -np 3 \
+	sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec sleep 30; fi; exec "$0"' "$build/bin/gice-demo" 2>&1 |
+	while IFS= read -r l; do echo "$((($(date +%s%N) - start) / 1000000)) $l"; done)
+total=$((($(date +%s%N) - start) / 1000000))
+echo "$out" | grep -E 'never arrived|gice_init'
+first=$(echo "$out" | grep 'rank(s) 1 of 3 never arrived at PMIx exchange' | head -1 | cut -d' ' -f1)
+echo "first report after ${first:-never} ms, mpirun done after $total ms"
+if [ -z "$first" ] || [ "$(echo "$out" | grep -c 'rank(s) 1 of 3 never arrived')" != 2 ]; then
+	echo "FAIL: ranks 0 and 2 did not both name missing rank 1"
+	fail=1
+elif [ "$first" -gt $((2 * tmo * factor)) ]; then
+	echo "FAIL: missing rank reported after $first ms (want at most $((2 * tmo * factor)))"
 	fail=1
 fi
 [ $fail = 0 ] && echo "mpirun: all passed"

@@ -41,5 +41,69 @@ if [ $rc = 0 ] || ! echo "$out" | grep -q "rank 1 .*signal SIGKILL"; then
 	fail=1
 fi
 
+factor=${CK_TIMEOUT_MULTIPLIER:-1} # sanitized builds run slower
+
+echo "== --netns with no GICE_FI_PROVIDER: tcp, said on stderr"
+out=$(env -u GICE_FI_PROVIDER timeout 60 "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 \
+	"$build/bin/gice-bench" put --sizes 4096 --iters 50 --check 2>&1)
+rc=$?
+echo "$out" | grep -E '^\[0\] put|--netns'
+if [ $rc != 0 ] || ! echo "$out" | grep -q '^\[0\] put  *tcp' ||
+	! echo "$out" | grep -q 'gicerun: --netns: GICE_FI_PROVIDER=tcp for every rank'; then
+	echo "FAIL: --netns without a provider did not run over tcp, or did not say so (rc $rc)"
+	fail=1
+fi
+out=$(GICE_FI_PROVIDER=shm timeout 60 "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 true 2>&1)
+rc=$?
+echo "$out"
+if [ $rc != 1 ] || ! echo "$out" | grep -q 'GICE_FI_PROVIDER=shm cannot cross network namespaces'; then
+	echo "FAIL: --netns with GICE_FI_PROVIDER=shm was not refused (rc $rc)"
+	fail=1
+fi
+
+echo "== --netns with FI_TCP_IFACE=lo inherited: replaced per rank, the job runs"
+out=$(FI_TCP_IFACE=lo timeout 60 "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 \
+	"$build/bin/gice-bench" put --sizes 4096 --iters 50 --check 2>&1)
+rc=$?
+echo "$out" | grep -E '^\[0\] put|--netns'
+if [ $rc != 0 ] || ! echo "$out" | grep -q '^\[0\] put  *tcp' ||
+	! echo "$out" | grep -q 'FI_TCP_IFACE=lo replaced in every rank by its namespace.s interface (gice-v1, gice-v2)'; then
+	echo "FAIL: FI_TCP_IFACE=lo under --netns was not replaced (rc $rc)"
+	fail=1
+fi
+
+echo "== ranks started by hand with FI_TCP_IFACE=lo on 2 hosts: device open fails on both within 2 s"
+tmp=$(mktemp -d)
+port=$((20000 + RANDOM % 20000))
+start=$(date +%s%N)
+pids=""
+for r in 0 1; do
+	ip netns exec gice-h$((r + 1)) env FI_TCP_IFACE=lo GICE_FI_PROVIDER=tcp GICE_RANK=$r GICE_WORLD_SIZE=2 \
+		GICE_BOOTSTRAP=10.77.0.1:$port GICE_BOOTSTRAP_TIMEOUT_MS=5000 \
+		timeout -k 2 30 "$build/bin/gice-demo" >"$tmp/r$r.log" 2>&1 &
+	pids="$pids $!"
+done
+rcs=""
+for p in $pids; do
+	wait "$p"
+	rcs="$rcs $?"
+done
+ms=$((($(date +%s%N) - start) / 1000000))
+sed 's/^/    /' "$tmp"/r*.log
+echo "both ranks ended after $ms ms, exit statuses:$rcs"
+for r in 0 1; do
+	if ! grep -q "rank [01] advertises the loopback address 127.0.0.1:[0-9]* (tcp;ofi_rxm) to rank [01] on another host" "$tmp/r$r.log" ||
+		! grep -q "FI_TCP_IFACE=lo" "$tmp/r$r.log"; then
+		echo "FAIL: rank $r did not name the loopback address, the rank and FI_TCP_IFACE=lo"
+		fail=1
+	fi
+done
+case "$rcs" in *" 0"*) echo "FAIL: a rank exited 0 with a loopback address across hosts"; fail=1;; esac
+if [ $ms -gt $((2000 * factor)) ]; then
+	echo "FAIL: the job took $ms ms to fail (want at most $((2000 * factor)) ms)"
+	fail=1
+fi
+rm -rf "$tmp"
+
 [ $fail = 0 ] && echo "netns: all passed"
 exit $fail

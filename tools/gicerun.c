@@ -1,7 +1,9 @@
 /* gicerun: start the N rank processes of a gice job on this machine.
  *   Every rank runs `prog args...` with GICE_RANK, GICE_WORLD_SIZE, GICE_BOOTSTRAP (host:port of
  *   rank 0's TCP bootstrap) and GICE_DEVICES_PER_RANK in its environment; with --netns, rank r
- *   runs inside network namespace ns[r % count] and also gets GICE_FAB_IFACE.
+ *   runs inside network namespace ns[r % count] and also gets GICE_FAB_IFACE (and FI_TCP_IFACE,
+ *   FI_UDP_IFACE, FI_SOCKETS_IFACE, FI_NET_IFACE, when set, replaced by that interface);
+ *   GICE_FI_PROVIDER defaults to tcp there, and shm is refused.
  *   Every line a rank writes is printed prefixed with "[r] " (stdout to stdout, stderr to stderr).
  *   The first rank to fail (non-zero exit or a signal) is named; the others get SIGTERM, then
  *   SIGKILL 2 s later; gicerun exits with the failed rank's status (128 + signal for a signal).
@@ -336,6 +338,61 @@ static int probe_netns(const char *name, int want_port, ns_probe_t *out)
 	return 0;
 }
 
+/* The socket providers' interface variables: with --netns each rank's must name its
+ * namespace's interface, or it advertises an address the other namespaces cannot reach. */
+static const char *const iface_vars[] = {"FI_TCP_IFACE", "FI_UDP_IFACE", "FI_SOCKETS_IFACE", "FI_NET_IFACE"};
+#define NIFACE_VARS ((int)(sizeof(iface_vars) / sizeof(iface_vars[0])))
+static int iface_override[NIFACE_VARS]; /* set in our environment: replaced in every rank */
+
+/* --netns: ranks talk across namespaces, so the provider must be one that crosses them, and the
+ * socket providers must bind each namespace's interface. Pick tcp when no provider is set,
+ * refuse shared-memory ones, and note the interface variables to replace; say so on stderr. */
+static int netns_fabric_env(const ns_probe_t *ns_info)
+{
+	const char *prov = getenv("GICE_FI_PROVIDER");
+
+	if (!prov || !*prov) {
+		if (setenv("GICE_FI_PROVIDER", "tcp", 1)) {
+			fprintf(stderr, "%s: setenv: %s\n", prog_name, strerror(errno));
+			return -1;
+		}
+		fprintf(stderr, "%s: --netns: GICE_FI_PROVIDER=tcp for every rank (the default, shm, would pass "
+				"the bytes through shared memory instead of across the namespaces)\n",
+			prog_name);
+	} else {
+		size_t n = strcspn(prov, ";");
+		if ((n == 3 && !strncmp(prov, "shm", 3)) || (n == 3 && !strncmp(prov, "sm2", 3))) {
+			fprintf(stderr, "%s: --netns: GICE_FI_PROVIDER=%s cannot cross network namespaces (it goes "
+					"through shared memory); unset it (gicerun then picks tcp) or choose tcp, udp "
+					"or sockets\n",
+				prog_name, prov);
+			return -1;
+		}
+	}
+	for (int v = 0; v < NIFACE_VARS; v++) {
+		const char *val = getenv(iface_vars[v]);
+		char list[256] = "";
+		size_t off = 0;
+		int differs = 0;
+		if (!val || !*val)
+			continue; /* unset: the library copies GICE_FAB_IFACE, which we set */
+		iface_override[v] = 1;
+		for (int i = 0; i < opt.nnetns; i++) {
+			int seen = 0;
+			for (int j = 0; j < i && !seen; j++)
+				seen = !strcmp(ns_info[i].iface, ns_info[j].iface);
+			differs |= strcmp(val, ns_info[i].iface) != 0;
+			if (!seen && off + IF_NAMESIZE + 8 < sizeof(list))
+				off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? ", " : "",
+							ns_info[i].iface);
+		}
+		if (differs)
+			fprintf(stderr, "%s: --netns: %s=%s replaced in every rank by its namespace's interface (%s)\n",
+				prog_name, iface_vars[v], val, list);
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------- output of the ranks */
 
 typedef struct {
@@ -666,8 +723,12 @@ static void rank_exec(int r, int out_w, int err_w, const char *bootstrap, const 
 		char err[512];
 		if (enter_netns(ns, err, sizeof(err)))
 			child_fail(r, EXIT_SETUP, "network namespace '%s': %s", ns, err);
-		if (setenv("GICE_FAB_IFACE", ns_info[r % opt.nnetns].iface, 1))
+		const char *iface = ns_info[r % opt.nnetns].iface;
+		if (setenv("GICE_FAB_IFACE", iface, 1))
 			child_fail(r, EXIT_SETUP, "setenv: %s", strerror(errno));
+		for (int v = 0; v < NIFACE_VARS; v++)
+			if (iface_override[v] && setenv(iface_vars[v], iface, 1))
+				child_fail(r, EXIT_SETUP, "setenv: %s", strerror(errno));
 	}
 	snprintf(num, sizeof(num), "%d", r);
 	int ok = !setenv("GICE_RANK", num, 1);
@@ -754,6 +815,8 @@ int main(int argc, char **argv)
 		host = ns_info[0].addr;
 		if (!port)
 			port = ns_info[0].port;
+		if (netns_fabric_env(ns_info))
+			return 1;
 	} else if (!port) {
 		char err[256];
 		if (free_port(host, &port, err, sizeof(err))) {
