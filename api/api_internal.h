@@ -66,6 +66,7 @@ struct api_state {
 	pthread_mutex_t lock;
 	int refs;
 	uint64_t timeout_ns, spin_ns, max_devices;
+	uint64_t idle_ns; /* default waits fail after this long without progress */
 	int bind;
 	gice_device_t **devs;
 	uint32_t opened; /* devices opened so far: the k-th open on every rank is collective round k */

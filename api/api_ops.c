@@ -77,7 +77,7 @@ static const char *const cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
 static int wait_counter(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ns,
 			uint64_t *found, const char *who)
 {
-	uint64_t seen = 0, t = timeout_ns ? timeout_ns : api_g.timeout_ns;
+	uint64_t seen = 0, t = timeout_ns ? timeout_ns : api_g.idle_ns;
 	int rc;
 
 	if (!api_ctr_ok(d, c) || (unsigned)cmp > GICE_CMP_LE)
@@ -232,7 +232,7 @@ static int quiet(gice_device_t *d, uint64_t timeout_ns, const char *who)
 {
 	ct_quiet_point_t pts[CT_QUIET_POINTS(TM_MAX_CTS)];
 	uint32_t n = ct_quiet_points(d->ct, pts);
-	uint64_t t = timeout_ns ? timeout_ns : api_g.timeout_ns;
+	uint64_t t = timeout_ns ? timeout_ns : api_g.idle_ns;
 	int rc = tm_region_status(d->tm);
 
 	if (rc) /* aborted: what is outstanding will not all complete */

@@ -191,7 +191,7 @@ int gice_stream_wait_value(gice_stream_t *s, gice_counter_t c, gice_cmp_t cmp, u
 	if (!api_ctr_ok(s->dev, c) || (unsigned)cmp > GICE_CMP_LE)
 		return GICE_ERR_INVALID;
 	return timeout_ms ? smt_wait_value(s->s, c, (tm_cmp_t)cmp, value, timeout_ms * 1000000ull)
-			  : smt_wait_value_idle(s->s, c, (tm_cmp_t)cmp, value, api_g.timeout_ns);
+			  : smt_wait_value_idle(s->s, c, (tm_cmp_t)cmp, value, api_g.idle_ns);
 }
 
 int gice_stream_write_value(gice_stream_t *s, gice_counter_t c, uint64_t value, int add)
@@ -204,6 +204,6 @@ int gice_stream_write_value(gice_stream_t *s, gice_counter_t c, uint64_t value, 
 /* Default timeouts (0) measure stalls, explicit ones durations. */
 int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms)
 {
-	return timeout_ms ? smt_stream_sync(s->s, timeout_ms * 1000000ull) : smt_stream_sync_idle(s->s, api_g.timeout_ns);
+	return timeout_ms ? smt_stream_sync(s->s, timeout_ms * 1000000ull) : smt_stream_sync_idle(s->s, api_g.idle_ns);
 }
 

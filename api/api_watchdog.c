@@ -34,13 +34,16 @@ static void error_record(gice_device_t *d, const gice_error_info_t *info)
 
 void api_device_abort(gice_device_t *d, int status, const gice_error_info_t *info, int wake_later)
 {
-	/* the record first: a waiter that sees the abort finds the reason */
+	/* the record first: a waiter that sees the abort finds the reason; the line is out before
+	 * a waiter wakes (it may exit the process at once) */
 	error_record(d, info);
-	if ((wake_later ? tm_region_set_status(d->tm, status) : tm_region_abort(d->tm, status)) != GICE_OK)
+	if (tm_region_set_status(d->tm, status) != GICE_OK)
 		return; /* aborted already */
-	smt_abort(d->smt);
 	gice_error("api", "device %u aborted (%s): every wait on it ends, nothing new starts; cause: %s", d->gid,
 		   gice_status_name(status), info && info->message ? info->message : "");
+	if (!wake_later)
+		tm_region_abort(d->tm, status);
+	smt_abort(d->smt);
 }
 
 const char *api_error_text(gice_device_t *d)

@@ -135,6 +135,9 @@ int gice_init(void)
 			return rc;
 		}
 	api_g.timeout_ns = v[0] * 1000000ull;
+	/* a wait without progress fails a quarter later than the watchdog judges a silent peer:
+	 * when a peer is lost, the wait names that (not a bare timeout) */
+	api_g.idle_ns = api_g.timeout_ns + api_g.timeout_ns / 4;
 	api_g.spin_ns = v[1] * 1000ull;
 	api_g.max_devices = v[2];
 	const char *plane = gice_param_str(gice_param_find(api_params, "GICE_PLANE"));
