@@ -125,7 +125,11 @@ void api_peer_lost(void *arg, const ct_event_t *e);
 const char *api_error_text(gice_device_t *d);
 /* api_ops.c */
 int api_ctr_ok(const gice_device_t *d, gice_counter_t c);
-/* Push a request into its CT's queue (the SM -> CT path: memory and a doorbell). */
+/* An operation that failed before reaching a CT: status (< 0) also fails its completion
+ * counter, when that is a valid id. Returns status. */
+int api_op_fail_now(gice_device_t *d, uint32_t completion, int status);
+/* Push a request into its CT's queue (the SM -> CT path: memory and a doorbell); a failure
+ * also fails its completion counter. */
 int api_push_req(gice_device_t *d, ct_req_t *r, const char *who);
 /* api_stream.c: GICE_MODE=host, a kernel's operations deferred to its end */
 int api_launch_defer(gice_kctx_t *k, ct_req_t *r);

@@ -84,7 +84,11 @@ static int wait_counter(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint
 		return GICE_ERR_INVALID;
 	rc = timeout_ns ? tm_counter_wait(d->tm, c, (tm_cmp_t)cmp, target, t, api_g.spin_ns, &seen)
 			: tm_counter_wait_idle(d->tm, c, (tm_cmp_t)cmp, target, t, api_g.spin_ns, &seen);
-	if (rc == GICE_ERR_TIMED_OUT)
+	tm_counter_state_t cs;
+	if (rc == GICE_ERR_TIMED_OUT && (tm_counter_get(d->tm, c, &cs), cs.fail))
+		gice_debug("api", "%s on device %u counter %u: it records a failure (%s; the watchdog said why)", who,
+			   d->gid, c, gice_status_name(cs.status));
+	else if (rc == GICE_ERR_TIMED_OUT)
 		gice_log(timeout_ns ? GICE_LOG_DEBUG : GICE_LOG_ERROR, "api",
 			 "%s on device %u counter %u timed out: %s %llu ms: expected value %s %llu, found %llu", who,
 			 d->gid, c, timeout_ns ? "waited" : "no progress for", (unsigned long long)(t / 1000000),
@@ -109,7 +113,7 @@ int gice_counter_wait(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64
  * status the call returns: a kernel (or host thread) waiting on the completion sees the failure
  * instead of timing out. Not when the completion counter is itself the bad id (or none). Returns
  * status. */
-static int op_fail_now(gice_device_t *d, uint32_t completion, int status)
+int api_op_fail_now(gice_device_t *d, uint32_t completion, int status)
 {
 	if (status < 0 && completion >= d->n_cts && completion < tm_region_layout(d->tm)->n_counters)
 		tm_counter_fail(d->tm, completion, status);
@@ -182,7 +186,7 @@ int api_push_req(gice_device_t *d, ct_req_t *r, const char *who)
 	int rc;
 
 	if ((rc = tm_region_status(d->tm))) /* aborted: nothing new starts */
-		return op_fail_now(d, r->counter, rc);
+		return api_op_fail_now(d, r->counter, rc);
 	if (!r->t_issue) /* host mode: the kernel's call stamped it */
 		r->t_issue = gice_now_ns();
 	while ((rc = tm_queue_push(d->tm, ct, r, sizeof(*r), &ticket)) == GICE_ERR_AGAIN) {
@@ -192,14 +196,14 @@ int api_push_req(gice_device_t *d, ct_req_t *r, const char *who)
 		if (gice_now_ns() > deadline) {
 			gice_error("api", "%s on device %u: CT %u request queue full for %llu ms", who, d->gid, ct,
 				   (unsigned long long)(api_g.timeout_ns / 1000000));
-			return op_fail_now(d, r->counter, GICE_ERR_TIMED_OUT);
+			return api_op_fail_now(d, r->counter, GICE_ERR_TIMED_OUT);
 		}
 		if ((++spins & 15) == 0)
 			sched_yield();
 		else
 			gice_cpu_relax();
 	}
-	return op_fail_now(d, r->counter, rc);
+	return api_op_fail_now(d, r->counter, rc);
 }
 
 int gice_post(gice_device_t *d, const gice_op_t *op)
@@ -208,7 +212,7 @@ int gice_post(gice_device_t *d, const gice_op_t *op)
 	int rc = op_to_req(d, op, &r);
 
 	/* api_push_req fails the completion itself (it also runs for a host-mode kernel's ops) */
-	return rc ? op_fail_now(d, op->completion, rc) : api_push_req(d, &r, "gice_post");
+	return rc ? api_op_fail_now(d, op->completion, rc) : api_push_req(d, &r, "gice_post");
 }
 
 int gice_arm(gice_device_t *d, gice_trigger_t trig, uint64_t threshold, uint64_t period, const gice_op_t *op,
@@ -286,7 +290,7 @@ void gice_trigger_add(gice_kctx_t *k, gice_trigger_t t, uint64_t v)
 static int kernel_req(gice_kctx_t *k, ct_req_t *r, const char *who)
 {
 	if (k->dev->host_mode && k->launch)
-		return op_fail_now(k->dev, r->counter, api_launch_defer(k, r));
+		return api_op_fail_now(k->dev, r->counter, api_launch_defer(k, r));
 	return api_push_req(k->dev, r, who);
 }
 
@@ -295,7 +299,7 @@ int gice_issue(gice_kctx_t *k, const gice_op_t *op)
 	ct_req_t r;
 	int rc = op_to_req(k->dev, op, &r);
 
-	return rc ? op_fail_now(k->dev, op->completion, rc) : kernel_req(k, &r, "device op");
+	return rc ? api_op_fail_now(k->dev, op->completion, rc) : kernel_req(k, &r, "device op");
 }
 
 int gice_put(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src, size_t bytes,

@@ -155,6 +155,7 @@ int gice_init(void)
 		return rc;
 	}
 	api_g.t0_ns = gice_now_ns();
+	memset(&api_g.job_err, 0, sizeof(api_g.job_err)); /* a new life: no error yet */
 	atomic_store(&api_g.kill_at_ns, 0);
 	api_g.devs = calloc(api_g.max_devices, sizeof(*api_g.devs));
 	if (!api_g.devs) {

@@ -189,7 +189,9 @@ int gice_arm(gice_device_t *dev, gice_trigger_t trigger, uint64_t threshold, uin
 /* GICE_ERR_NOT_FOUND if the descriptor already fired (one-shot) or is unknown. */
 int gice_disarm(gice_device_t *dev, gice_desc_t desc);
 
-/* Host-issued operation (same path as a kernel's: through the CT's request queue). */
+/* Host-issued operation (same path as a kernel's: through the CT's request queue). An error
+ * found before it is queued (bad buffer or counter, queue full past GICE_TIMEOUT_MS, aborted
+ * device) is returned and also recorded in its completion counter. */
 int gice_post(gice_device_t *dev, const gice_op_t *op);
 /* Wait until every operation issued on dev so far (by kernels, the host, or fired by armed
  * descriptors) has completed. GICE_OK; the status of the first operation that failed since the

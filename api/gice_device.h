@@ -38,7 +38,9 @@ void gice_trigger_add(gice_kctx_t *k, gice_trigger_t t, uint64_t value);
  * one when the peer has acknowledged, or records a failure (GICE_ERR_UNREGISTERED for a source
  * outside registered memory, GICE_ERR_BAD_KEY, GICE_ERR_OUT_OF_BOUNDS from the peer).
  * Return: GICE_OK once queued; GICE_ERR_INVALID (bad connection), GICE_ERR_TIMED_OUT (queue full
- * past GICE_TIMEOUT_MS). */
+ * past GICE_TIMEOUT_MS), the abort status of an aborted device. An error returned here is also
+ * recorded in completion, so a waiter on it sees the failure. A signal naming a counter the
+ * target has not allocated fails with GICE_ERR_NOT_FOUND, nothing written. */
 int gice_put(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src, size_t bytes,
 	     gice_completion_t completion);
 int gice_put_signal(gice_kctx_t *k, gice_conn_t conn, uint64_t rkey, uint64_t roff, const void *src,
