@@ -8,7 +8,8 @@
  * received sequence and counts, another seed another; a send refused with GICE_ERR_AGAIN keeps
  * its decision; faults can be changed while another thread sends. The raw udp datagram endpoint
  * (GICE_FI_PROVIDER=udp): unreliable, max_packet clamped to 1472, 1473 bytes refused. A provider
- * that libfabric does not have here is skipped with a printed reason. */
+ * that libfabric does not have here is skipped with a printed reason. GICE_LOG_LEVEL=off silences
+ * every message. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <netinet/in.h>
@@ -17,8 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "emu/common/common.h"
+#include "emu/common/config.h"
 #include "emu/common/crc32c.h"
 #include "emu/common/faults.h"
 #include "fabric/fab_fault.h"
@@ -1072,6 +1076,67 @@ START_TEST(test_udp_dgram)
 }
 END_TEST
 
+/* ================================================================ GICE_LOG_LEVEL */
+
+/* In a child with GICE_LOG_LEVEL=level: log one error and one warning into a file and return
+ * which levels were enabled (bit 0 error, bit 1 warn, bit 2 trace) in *mask; the file's text
+ * in out. */
+static void log_child(const char *level, int *mask, char *out, size_t outlen)
+{
+	char path[] = "/tmp/gice-log-XXXXXX";
+	int fd = mkstemp(path), w;
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(fd, 2);
+		setenv("GICE_LOG_LEVEL", level, 1);
+		setenv("GICE_LOG_SUBSYS", "all", 1);
+		gice_error("ct", "an error line");
+		gice_warn("ct", "a warning line");
+		_exit(gice_log_enabled(GICE_LOG_ERROR, "ct") | gice_log_enabled(GICE_LOG_WARN, "ct") << 1 |
+		      gice_log_enabled(GICE_LOG_TRACE, "ct") << 2);
+	}
+	ck_assert_int_eq(waitpid(pid, &w, 0), pid);
+	ck_assert(WIFEXITED(w));
+	*mask = WEXITSTATUS(w);
+	n = pread(fd, out, outlen - 1, 0);
+	ck_assert_int_ge(n, 0);
+	out[n] = '\0';
+	close(fd);
+	unlink(path);
+}
+
+/* GICE_LOG_LEVEL=off (any case) is accepted and silences every level, errors included; error
+ * keeps errors only; an unknown level is reported, naming off among the choices, and is warn. */
+START_TEST(test_log_level_off)
+{
+	char out[4096];
+	int mask;
+
+	log_child("off", &mask, out, sizeof(out));
+	ck_assert_int_eq(mask, 0);
+	ck_assert_msg(!*out, "GICE_LOG_LEVEL=off printed: %s", out);
+	log_child("OFF", &mask, out, sizeof(out));
+	ck_assert_int_eq(mask, 0);
+	ck_assert_msg(!*out, "GICE_LOG_LEVEL=OFF printed: %s", out);
+	log_child("error", &mask, out, sizeof(out));
+	ck_assert_int_eq(mask, 1);
+	ck_assert_msg(strstr(out, "an error line") && !strstr(out, "a warning line"), "output: %s", out);
+	log_child("trace", &mask, out, sizeof(out));
+	ck_assert_int_eq(mask, 7);
+	log_child("quiet", &mask, out, sizeof(out));
+	ck_assert_int_eq(mask, 3);
+	ck_assert_msg(strstr(out, "GICE_LOG_LEVEL=\"quiet\" is not one of off, error,"), "output: %s", out);
+	ck_assert_msg(strstr(out, "a warning line"), "output: %s", out);
+	const gice_param_t *p = gice_param_find(gice_common_params, "GICE_LOG_LEVEL");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(strstr(p->help, "off (no messages at all)"));
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
 	Suite *s = suite_create("faults");
@@ -1097,6 +1162,7 @@ static Suite *faults_suite(void)
 		{"again_keeps_decision", test_again_keeps_decision, 0},
 		{"set_while_sending", test_set_while_sending, 0},
 		{"udp_dgram", test_udp_dgram, 0},
+		{"log_level_off", test_log_level_off, 0},
 	};
 
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
