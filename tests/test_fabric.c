@@ -18,7 +18,7 @@
 #include "tests/test_util.h"
 
 #define HLEN 16
-#define DEADLINE_NS (10ull * 1000000000ull)
+#define DEADLINE_NS test_scaled(10ull * 1000000000ull)
 
 static const char *const providers[] = {"shm", "tcp", "udp;ofi_rxd"}; /* data tests on each */
 #define NPROV 3
@@ -341,7 +341,7 @@ START_TEST(test_wait_fd_wakes)
 	ck_assert_int_eq(pthread_create(&th, NULL, waker, &w), 0);
 	struct pollfd pfd = {.fd = fd, .events = POLLIN};
 	t0 = gice_now_ns();
-	rc = poll(&pfd, 1, 1000);
+	rc = poll(&pfd, 1, (int)test_scaled(1000));
 	slept = gice_now_ns() - t0;
 	pthread_join(th, NULL);
 	ck_assert_int_eq(w.rc, GICE_OK);

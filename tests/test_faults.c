@@ -30,7 +30,7 @@
 #include "fabric/fabric.h"
 #include "tests/test_util.h"
 
-#define DEADLINE_NS (10ull * 1000000000ull)
+#define DEADLINE_NS test_scaled(10ull * 1000000000ull)
 #define HDR 16 /* test packet header: id (8 bytes LE), length (4), zero (4) */
 
 /* ================================================================ CRC-32C */
@@ -1027,7 +1027,7 @@ START_TEST(test_udp_dgram)
 			ck_assert(fab_poll(b, &ev, 1) == 0 && gice_now_ns() - t0 < DEADLINE_NS);
 		ck_assert_int_eq(rc, GICE_OK);
 		ck_assert_int_eq(fab_send(w, a2b, "wake", 4, NULL, 0), GICE_OK);
-		ck_assert_msg(poll(&pfd, 1, 1000) == 1, "udp: the wait fd did not wake within 1 s of a datagram");
+		ck_assert_msg(poll(&pfd, 1, (int)test_scaled(1000)) == 1, "udp: the wait fd did not wake within 1 s of a datagram");
 		while (fab_poll(b, &ev, 1) != 1)
 			ck_assert(gice_now_ns() - t0 < DEADLINE_NS);
 		ck_assert_uint_eq(ev.len, 4);

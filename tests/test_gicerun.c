@@ -84,11 +84,12 @@ static void grow_append(char **buf, size_t *len, const char *p, size_t n)
 	(*buf)[*len] = '\0';
 }
 
-/* Collect both outputs to EOF and the exit status; SIGKILL gicerun if it takes over 25 s. */
+/* Collect both outputs to EOF and the exit status; SIGKILL gicerun if it takes over 25 s
+ * (scaled). */
 static void run_finish(run_t *r)
 {
 	static char chunk[65536];
-	double deadline = r->t0 + 25.0;
+	double deadline = r->t0 + 25.0 * test_time_scale();
 
 	grow_append(&r->out, &r->out_len, "", 0);
 	grow_append(&r->err, &r->err_len, "", 0);
@@ -97,7 +98,8 @@ static void run_finish(run_t *r)
 		int ms = (int)((deadline - now_s()) * 1000.0);
 		if (ms <= 0) {
 			kill(r->pid, SIGKILL);
-			ck_abort_msg("gicerun did not finish in 25 s; stderr so far:\n%s", r->err);
+			ck_abort_msg("gicerun did not finish in %.0f s; stderr so far:\n%s", 25.0 * test_time_scale(),
+				     r->err);
 		}
 		if (poll(pf, 2, ms) < 0 && errno != EINTR)
 			ck_abort_msg("poll: %s", strerror(errno));
@@ -352,7 +354,7 @@ START_TEST(failing_rank_is_named_and_the_others_are_killed)
 		 tmpdir);
 	RUN(&r, "-n", "3", "sh", "-c", cmd);
 	ck_assert_msg(run_code(&r) == 3, "exit %d, stderr: %s", run_code(&r), r.err);
-	ck_assert_msg(r.secs < 5.0, "took %.1f s", r.secs);
+	ck_assert_msg(r.secs < 5.0 * test_time_scale(), "took %.1f s", r.secs);
 	ck_assert_msg(strstr(r.err, "gicerun: rank 1 (pid ") && strstr(r.err, ") exited with status 3\n"),
 		      "stderr: %s", r.err);
 	ck_assert_msg(count_str(r.err, "gicerun: rank ") == 1, "only the first failure is named: %s", r.err);
@@ -403,7 +405,7 @@ START_TEST(rank_killed_by_a_signal_gives_128_plus_signal)
 
 	RUN(&r, "-n", "2", "sh", "-c", "ulimit -c 0; if [ $GICE_RANK = 0 ]; then kill -SEGV $$; fi; exec sleep 30");
 	ck_assert_msg(run_code(&r) == 139, "exit %d, stderr: %s", run_code(&r), r.err);
-	ck_assert_msg(r.secs < 5.0, "took %.1f s", r.secs);
+	ck_assert_msg(r.secs < 5.0 * test_time_scale(), "took %.1f s", r.secs);
 	ck_assert_msg(strstr(r.err, "gicerun: rank 0 (pid ") && strstr(r.err, ") was killed by signal SIGSEGV\n"),
 		      "stderr: %s", r.err);
 	run_free(&r);
@@ -438,7 +440,7 @@ START_TEST(sigterm_is_forwarded_to_the_ranks)
 	run_startv(&r, args, 5);
 	for (int i = 0; i < 2; i++) {
 		snprintf(path, sizeof(path), "%s/ready.%d", tmpdir, i);
-		if (!wait_for_file(path, 10.0)) {
+		if (!wait_for_file(path, 10.0 * test_time_scale())) {
 			kill(r.pid, SIGKILL);
 			ck_abort_msg("rank %d never started (%s)", i, path);
 		}
@@ -447,7 +449,7 @@ START_TEST(sigterm_is_forwarded_to_the_ranks)
 	ck_assert_int_eq(kill(r.pid, SIGTERM), 0);
 	run_finish(&r);
 	ck_assert_msg(run_code(&r) == 0, "exit %d, stderr: %s", run_code(&r), r.err);
-	ck_assert_msg(r.secs < 10.0, "took %.1f s", r.secs);
+	ck_assert_msg(r.secs < 10.0 * test_time_scale(), "took %.1f s", r.secs);
 	for (int i = 0; i < 2; i++) {
 		snprintf(path, sizeof(path), "%s/term.%d", tmpdir, i);
 		const char *s = read_file(path);
@@ -463,7 +465,7 @@ START_TEST(timeout_kills_the_job_with_124)
 
 	RUN(&r, "--timeout", "1", "-n", "2", "sleep", "30");
 	ck_assert_msg(run_code(&r) == 124, "exit %d, stderr: %s", run_code(&r), r.err);
-	ck_assert_msg(r.secs >= 0.9 && r.secs < 4.0, "took %.1f s", r.secs);
+	ck_assert_msg(r.secs >= 0.9 && r.secs < 4.0 * test_time_scale(), "took %.1f s", r.secs);
 	ck_assert_msg(strstr(r.err, "gicerun: timed out after 1 s; killing ranks 0-1\n"), "stderr: %s", r.err);
 	ck_assert_int_eq(count_str(r.err, "gicerun: rank "), 0);
 	run_free(&r);
@@ -476,7 +478,7 @@ START_TEST(ranks_ignoring_sigterm_get_sigkill_after_2s)
 
 	RUN(&r, "--timeout", "0.5", "-n", "2", "sh", "-c", "trap '' TERM; exec sleep 30");
 	ck_assert_msg(run_code(&r) == 124, "exit %d, stderr: %s", run_code(&r), r.err);
-	ck_assert_msg(r.secs >= 2.4 && r.secs < 5.0, "took %.1f s", r.secs);
+	ck_assert_msg(r.secs >= 2.4 && r.secs < 5.0 * test_time_scale(), "took %.1f s", r.secs);
 	ck_assert_msg(strstr(r.err, "sending SIGKILL"), "stderr: %s", r.err);
 	run_free(&r);
 }
