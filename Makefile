@@ -3,6 +3,9 @@
 #   make test       install missing Debian packages, build, run every test
 #   make run        install, build, run the demo: gicerun -n 4 gice-demo
 #   make asan/tsan  the test suite under AddressSanitizer+UBSan / ThreadSanitizer
+#   make loop T="test_reliability test_multiproc" N=20 LOAD=1
+#                   run each named test N times (default 10), with LOAD busy loops in the
+#                   background (default 0), to measure flakes: scripts/loop-tests.sh
 #   make install    PREFIX=/usr/local
 
 BUILD   ?= build
@@ -48,7 +51,7 @@ LIBSO    := $(BUILD)/lib/libgice.so
 TOOL_BINS := $(TOOLS:%=$(BUILD)/bin/%)
 TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all deps test run asan tsan install clean bench
+.PHONY: all deps test run asan tsan install clean bench loop
 .SECONDARY:
 all: $(LIBA) $(LIBSO) $(TOOL_BINS) $(TEST_BINS)
 
@@ -84,6 +87,12 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBA)
 test: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) bash scripts/run-tests.sh $(TESTS) $(TEST_SCRIPTS:%=%.sh)
+
+# Flake hunting: each test of T, N times, under LOAD busy loops; one line per failure, then
+# "loop: N runs, F failed" per test and overall (logs of failed runs in $(BUILD)/logs/loop/).
+loop:
+	$(Q)$(if $(T),,$(error make loop needs T="test names"))$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(BUILD) N=$(or $(N),10) LOAD=$(or $(LOAD),0) bash scripts/loop-tests.sh $(T)
 
 # the main demo: 4 ranks on this host, one emulated GPU each, over the embedded default plane
 run: deps

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "api/gice.h"
+#include "tests/test_util.h"
 #include "emu/triggermem/triggermem.h"
 
 #define MIB (1024u * 1024u)
@@ -29,13 +30,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* sanitized builds run several times slower: scale time bounds like Check's case timeouts */
-static uint64_t slow(uint64_t ms)
-{
-	const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
-	uint64_t f = m && atoi(m) > 0 ? (uint64_t)atoi(m) : 1;
-	return ms * f;
-}
 
 static uint8_t pat(uint32_t op, size_t i) { return (uint8_t)((op * 2654435761u) >> 13 ^ (uint32_t)(i * 131u + op)); }
 
@@ -97,7 +91,7 @@ static void put_and_check(uint32_t tag, size_t len)
 	gice_op_t op = {.type = GICE_OP_PUT, .conn = ab, .local = abuf, .bytes = len, .rkey = bkey, .roff = TGT,
 			.signal = GICE_NO_COUNTER, .completion = done};
 	ck_assert_int_eq(gice_post(A, &op), GICE_OK);
-	int rc = gice_counter_wait(A, done, GICE_CMP_GE, 1, slow(10000), NULL);
+	int rc = gice_counter_wait(A, done, GICE_CMP_GE, 1, test_scaled(10000), NULL);
 	ck_assert_msg(rc == GICE_OK, "put of %zu bytes: %s after %llu ms", len, gice_status_name(rc),
 		      (unsigned long long)(now_ms() - t0));
 	for (size_t j = 0; j < len; j++)
@@ -212,7 +206,7 @@ START_TEST(put_signal_to_an_unallocated_counter_is_rejected_and_writes_nothing)
 				.signal_flags = GICE_SIGNAL_ADD | (sig_paths[_i].strong ? GICE_SIGNAL_STRONG : 0),
 				.completion = done};
 		ck_assert_int_eq(gice_post(A, &op), GICE_OK);
-		ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, slow(5000), NULL), GICE_ERR_NOT_FOUND);
+		ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, test_scaled(5000), NULL), GICE_ERR_NOT_FOUND);
 		ck_assert_int_eq(gice_counter_get(A, done, &st), GICE_OK);
 		ck_assert_uint_eq(st.fail, 1);
 		ck_assert_uint_eq(st.value, 0);
@@ -231,8 +225,8 @@ START_TEST(put_signal_to_an_unallocated_counter_is_rejected_and_writes_nothing)
 	gice_op_t op = {.type = GICE_OP_PUT, .conn = ab, .local = abuf, .bytes = len, .rkey = bkey, .roff = TGT,
 			.value = 5, .signal = good, .signal_flags = GICE_SIGNAL_ADD, .completion = done};
 	ck_assert_int_eq(gice_post(A, &op), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, slow(5000), NULL), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(B, good, GICE_CMP_GE, 5, slow(5000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, test_scaled(5000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(B, good, GICE_CMP_GE, 5, test_scaled(5000), NULL), GICE_OK);
 	ck_assert_int_eq(memcmp(bbuf + TGT, abuf, len), 0);
 	pair_close();
 }
@@ -275,8 +269,8 @@ static void check_failed_at_once(gice_device_t *d, gice_counter_t c, int status)
 	gice_counter_state_t st;
 	uint64_t t0 = now_ms();
 
-	ck_assert_int_eq(gice_counter_wait(d, c, GICE_CMP_GE, 1, slow(10000), NULL), status);
-	ck_assert_uint_lt(now_ms() - t0, slow(500));
+	ck_assert_int_eq(gice_counter_wait(d, c, GICE_CMP_GE, 1, test_scaled(10000), NULL), status);
+	ck_assert_uint_lt(now_ms() - t0, test_scaled(500));
 	ck_assert_int_eq(gice_counter_get(d, c, &st), GICE_OK);
 	ck_assert_uint_eq(st.fail, 1);
 	ck_assert_uint_eq(st.value, 0);
@@ -322,7 +316,7 @@ START_TEST(host_post_immediate_errors_fail_the_completion)
 	gice_op_t op = cases[0].op;
 	op.completion = 0;
 	ck_assert_int_eq(gice_post(A, &op), GICE_ERR_INVALID);
-	ck_assert_int_eq(gice_device_quiet(A, slow(5000)), GICE_OK);
+	ck_assert_int_eq(gice_device_quiet(A, test_scaled(5000)), GICE_OK);
 	ck_assert_int_eq(gice_device_stats(A, &st), GICE_OK);
 	ck_assert_uint_eq(st.tx_bytes, 0); /* nothing was sent */
 	for (size_t j = 0; j < 64; j++)
@@ -360,7 +354,7 @@ START_TEST(kernel_put_from_host_memory_fails_the_completion)
 	*rc = 12345;
 	struct put_args a = {.conn = ab, .rkey = bkey, .done = c, .rc = rc};
 	ck_assert_int_eq(gice_launch(str, bad_put_kernel, 1, &a, sizeof(a)), GICE_OK);
-	ck_assert_int_eq(gice_stream_sync(str, slow(10000)), GICE_OK);
+	ck_assert_int_eq(gice_stream_sync(str, test_scaled(10000)), GICE_OK);
 	ck_assert_int_eq(*rc, GICE_ERR_UNREGISTERED);
 	check_failed_at_once(A, c, GICE_ERR_UNREGISTERED);
 	ck_assert_int_eq(gice_stream_destroy(str), GICE_OK);

@@ -4,12 +4,13 @@
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
+. tests/time_scale.sh
 fail=0
 
 check() { # name expected-ranks command...
 	local name=$1 want=$2
 	shift 2
-	out=$(timeout 120 "$@" 2>&1)
+	out=$(timeout "$(scaled 120)" "$@" 2>&1)
 	rc=$?
 	echo "$out" | grep -E "gice demo|data check"
 	if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every block arrived intact')" != "$want" ]; then

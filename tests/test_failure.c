@@ -24,6 +24,7 @@
 
 #include "api/gice.h"
 #include "tests/test_job.h"
+#include "tests/test_util.h"
 
 #define MIB (1024u * 1024u)
 
@@ -35,14 +36,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Upper time bounds grow under sanitizers (make asan/tsan set CK_TIMEOUT_MULTIPLIER). */
-static uint64_t scaled(uint64_t ms)
-{
-	const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
-	uint64_t k = m ? strtoull(m, NULL, 10) : 1;
-
-	return ms * (k ? k : 1);
-}
 
 static gice_device_t *A;
 static gice_stream_t *S;
@@ -133,14 +126,14 @@ START_TEST(test_abort_ends_every_wait)
 	fprintf(stderr, "abort: kernel wait ended after %llu ms, host wait %llu ms, sync %llu ms\n",
 		(unsigned long long)(w.t_end - t0), (unsigned long long)(h.t_end - t0),
 		(unsigned long long)(t_sync - t0));
-	ck_assert_uint_le(w.t_end - t0, scaled(100));
-	ck_assert_uint_le(h.t_end - t0, scaled(100));
-	ck_assert_uint_le(t_sync - t0, scaled(100));
+	ck_assert_uint_le(w.t_end - t0, test_scaled(100));
+	ck_assert_uint_le(h.t_end - t0, test_scaled(100));
+	ck_assert_uint_le(t_sync - t0, test_scaled(100));
 	/* later waits and operations fail at once */
 	t0 = now_ms();
 	ck_assert_int_eq(gice_counter_wait(A, w.ctr, GICE_CMP_GE, 1, 0, NULL), GICE_ERR_ABORTED);
 	ck_assert_int_eq(gice_device_quiet(A, 0), GICE_ERR_ABORTED);
-	ck_assert_uint_le(now_ms() - t0, scaled(100));
+	ck_assert_uint_le(now_ms() - t0, test_scaled(100));
 	gice_op_t op = {.type = GICE_OP_PUT, .conn = self, .local = abuf, .bytes = 8, .rkey = akey,
 			.signal = GICE_NO_COUNTER, .completion = GICE_NO_COUNTER};
 	ck_assert_int_eq(gice_post(A, &op), GICE_ERR_ABORTED);
@@ -304,7 +297,7 @@ START_TEST(test_timeouts_measure_stalls)
 	ck_assert_int_eq(gice_launch(S, busy_kernel, 1, &ap, sizeof(ap)), GICE_OK);
 	t0 = now_ms();
 	ck_assert_int_eq(gice_stream_sync(S, 200), GICE_ERR_TIMED_OUT);
-	ck_assert_uint_lt(now_ms() - t0, scaled(400));
+	ck_assert_uint_lt(now_ms() - t0, test_scaled(400));
 	ck_assert_int_eq(gice_stream_sync(S, 0), GICE_OK);
 	/* a kernel that stalls (no device call, no progress) fails the sync after ~the timeout */
 	a.stall = 1;
@@ -315,7 +308,7 @@ START_TEST(test_timeouts_measure_stalls)
 	uint64_t ms = now_ms() - t0;
 	fprintf(stderr, "stalls: a stalled kernel's sync timed out after %llu ms\n", (unsigned long long)ms);
 	ck_assert_uint_ge(ms, 300);
-	ck_assert_uint_lt(ms, scaled(1200));
+	ck_assert_uint_lt(ms, test_scaled(1200));
 	ck_assert_int_eq(gice_stream_sync(S, 5000), GICE_OK); /* it ends; nothing failed */
 	/* a host wait on a counter nobody writes: ~the timeout */
 	gice_counter_t never;
@@ -323,7 +316,7 @@ START_TEST(test_timeouts_measure_stalls)
 	t0 = now_ms();
 	ck_assert_int_eq(gice_counter_wait(A, never, GICE_CMP_GE, 1, 0, NULL), GICE_ERR_TIMED_OUT);
 	ck_assert_uint_ge(now_ms() - t0, 300);
-	ck_assert_uint_lt(now_ms() - t0, scaled(900));
+	ck_assert_uint_lt(now_ms() - t0, test_scaled(900));
 	dev_close();
 	unsetenv("GICE_TIMEOUT_MS");
 }
@@ -398,15 +391,15 @@ static int survivor_fn(int rank, int size)
 	} else {
 		FAILIF(w.rc != GICE_ERR_PEER_DEAD, "kernel wait got %s", gice_status_name(w.rc));
 		FAILIF(rc != GICE_ERR_PEER_DEAD, "sync got %s", gice_status_name(rc));
-		FAILIF(w.t_end > t_kill + scaled(2000), "ended %llu ms after the kill, not within 2x GICE_TIMEOUT_MS",
+		FAILIF(w.t_end > t_kill + test_scaled(2000), "ended %llu ms after the kill, not within 2x GICE_TIMEOUT_MS",
 		       (unsigned long long)(w.t_end - t_kill));
-		FAILIF(t_sync > t_kill + scaled(2000), "sync ended %llu ms after the kill", (unsigned long long)(t_sync - t_kill));
+		FAILIF(t_sync > t_kill + test_scaled(2000), "sync ended %llu ms after the kill", (unsigned long long)(t_sync - t_kill));
 		/* every later wait ends at once with the same status */
 		uint64_t t0 = now_ms();
 		FAILIF(gice_counter_wait(d, me.sig, GICE_CMP_GE, 2, 0, NULL) != GICE_ERR_PEER_DEAD, "later wait");
 		rc = gice_device_quiet(d, 0);
 		FAILIF(rc != GICE_ERR_PEER_DEAD, "later quiet: %s", gice_status_name(rc));
-		FAILIF(now_ms() - t0 > scaled(100), "later waits took %llu ms", (unsigned long long)(now_ms() - t0));
+		FAILIF(now_ms() - t0 > test_scaled(100), "later waits took %llu ms", (unsigned long long)(now_ms() - t0));
 		/* the signal counter itself records the failure (just after the abort) */
 		gice_counter_state_t cs = {0};
 		for (int i = 0; i < 100 && !cs.fail; i++)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fabric/fabric.h"
+#include "tests/test_util.h"
 
 static int free_port(void)
 {
@@ -32,7 +33,7 @@ static int free_port(void)
 typedef int (*rank_fn)(int rank, int size);
 
 /* Start ranks [0, started) of a job of size ranks running fn (each exits with fn's value, or is
- * killed by SIGALRM after 60 s); return each exit status in st (128 + signal when killed).
+ * killed by SIGALRM after 60 s, scaled by test_time_scale()); return each exit status in st (128 + signal when killed).
  * provider: GICE_FI_PROVIDER or NULL; env: NULL or a NULL-terminated list of "NAME=value" set in
  * every rank; stderr_file: rank 0's stderr goes there when not NULL. */
 static void run_job(int size, int started, rank_fn fn, const char *provider, const char *const *env, int *st,
@@ -63,7 +64,7 @@ static void run_job(int size, int started, rank_fn fn, const char *provider, con
 					_exit(99);
 				close(fd);
 			}
-			alarm(60);
+			alarm((unsigned)test_scaled(60));
 			_exit(fn(r, size));
 		}
 	}

@@ -7,6 +7,7 @@
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
+. tests/time_scale.sh
 if ! command -v mpirun >/dev/null 2>&1; then
 	echo "skipped: mpirun (Debian openmpi-bin) is not installed"
 	exit 77
@@ -20,7 +21,7 @@ mpi="mpirun --oversubscribe --bind-to none"
 fail=0
 
 echo "== mpirun -np 2: put ping-pong, payload checked"
-out=$(timeout 120 $mpi -np 2 "$build/bin/gice-bench" put --sizes 8,65536,1048576 --iters 200 --check 2>&1)
+out=$(timeout "$(scaled 120)" $mpi -np 2 "$build/bin/gice-bench" put --sizes 8,65536,1048576 --iters 200 --check 2>&1)
 rc=$?
 echo "$out"
 if [ $rc != 0 ] || [ "$(echo "$out" | grep -c '^put ')" != 3 ] || ! echo "$out" | grep -q '^put .* 2  *8 '; then
@@ -29,7 +30,7 @@ if [ $rc != 0 ] || [ "$(echo "$out" | grep -c '^put ')" != 3 ] || ! echo "$out" 
 fi
 
 echo "== mpirun -np 4: training-step ring"
-out=$(timeout 120 $mpi -np 4 "$build/bin/gice-demo" 2>&1)
+out=$(timeout "$(scaled 120)" $mpi -np 4 "$build/bin/gice-demo" 2>&1)
 rc=$?
 echo "$out" | grep -E "gice demo|data check"
 if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every block arrived intact')" != 4 ] || ! echo "$out" | grep -q "4 rank(s)"; then

@@ -6,6 +6,7 @@
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
+. tests/time_scale.sh
 if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
 	echo "skipped: needs root and network namespaces (ip netns)"
 	exit 77
@@ -16,14 +17,14 @@ hosts=gice-h1,gice-h2,gice-h3,gice-h4
 fail=0
 
 echo "== 2 ranks on 2 hosts: put ping-pong, payload checked"
-if ! GICE_FI_PROVIDER=tcp timeout 120 "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 \
+if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 \
 	"$build/bin/gice-bench" put --sizes 8,4096,65536,1048576 --iters 200 --check; then
 	echo "FAIL: 2-rank ping-pong across namespaces"
 	fail=1
 fi
 
 echo "== 4 ranks on 4 hosts: training-step ring"
-out=$(GICE_FI_PROVIDER=tcp timeout 120 "$build/bin/gicerun" -n 4 --netns $hosts "$build/bin/gice-demo" 2>&1)
+out=$(GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/bin/gice-demo" 2>&1)
 rc=$?
 echo "$out"
 if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every block arrived intact')" != 4 ]; then
@@ -32,7 +33,7 @@ if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every block arrived intact')" != 
 fi
 
 echo "== a rank that dies: gicerun names it and fails"
-out=$(timeout 60 "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 \
+out=$(timeout "$(scaled 60)" "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 \
 	sh -c 'if [ "$GICE_RANK" = 1 ]; then kill -KILL $$; fi; exec '"$build"'/bin/gice-demo' 2>&1)
 rc=$?
 echo "$out" | tail -3

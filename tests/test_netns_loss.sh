@@ -11,10 +11,12 @@
 # Skipped (77) without root, network namespaces or a working nft.
 # Knobs: LOSS (drops per 100000 packets, default 5000); TCP_ARGS, UDP_ARGS (gice-bench stress
 # options; default "--timeout-ms 30000" for both); TCP_TIMEOUT, UDP_TIMEOUT
-# (seconds of each run, defaults 50 and 110: a hung wait is reported before the run is killed).
+# (seconds of each run, defaults 50 and 110, times CK_TIMEOUT_MULTIPLIER: a hung wait is
+# reported before the run is killed).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 build=${BUILD:-build}
+. tests/time_scale.sh
 loss=${LOSS:-5000}
 tcp_args=${TCP_ARGS---timeout-ms 30000}
 udp_args=${UDP_ARGS---timeout-ms 30000}
@@ -113,8 +115,8 @@ run() {
 	fi
 }
 
-run tcp tcp "${TCP_TIMEOUT:-50}" "$tcp_args"
-run udp udp "${UDP_TIMEOUT:-110}" "$udp_args"
+run tcp tcp "$(scaled "${TCP_TIMEOUT:-50}")" "$tcp_args"
+run udp udp "$(scaled "${UDP_TIMEOUT:-110}")" "$udp_args"
 
 echo "== summary"
 printf '%s' "$summary"

@@ -112,8 +112,8 @@ START_TEST(test_put_storm)
 		ck_assert_int_eq(gice_post(A, &op), GICE_OK);
 	}
 	uint64_t found = 0;
-	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, NPUTS, 120000, &found), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(B, sig, GICE_CMP_GE, NPUTS, 120000, &found), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, NPUTS, test_scaled(120000), &found), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(B, sig, GICE_CMP_GE, NPUTS, test_scaled(120000), &found), GICE_OK);
 	ck_assert_uint_eq(gice_counter_read(B, sig), NPUTS);
 	for (uint32_t i = 0; i < NPUTS; i++) {
 		size_t len = 1 + (i * 7919u) % SLOT;
@@ -170,10 +170,10 @@ START_TEST(test_exchange_64m)
 	uint64_t t0 = now_ms();
 	ck_assert_int_eq(gice_post(A, &to_b), GICE_OK);
 	ck_assert_int_eq(gice_post(B, &to_a), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(B, sb_sig, GICE_CMP_EQ, 7, 120000, NULL), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(A, sa_sig, GICE_CMP_EQ, 9, 120000, NULL), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(A, ca, GICE_CMP_GE, 1, 120000, NULL), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(B, cb, GICE_CMP_GE, 1, 120000, NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(B, sb_sig, GICE_CMP_EQ, 7, test_scaled(120000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(A, sa_sig, GICE_CMP_EQ, 9, test_scaled(120000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(A, ca, GICE_CMP_GE, 1, test_scaled(120000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(B, cb, GICE_CMP_GE, 1, test_scaled(120000), NULL), GICE_OK);
 	uint64_t ms = now_ms() - t0;
 	for (size_t j = 0; j < n; j++) {
 		if (bbuf[n + j] != pat(1, j))
@@ -210,8 +210,8 @@ START_TEST(test_nack_under_loss)
 		ck_assert_int_eq(gice_post(A, &op), GICE_OK);
 	}
 	/* quiet reports the first failure since the last quiet, once */
-	ck_assert_int_eq(gice_device_quiet(A, 60000), GICE_ERR_BAD_KEY);
-	ck_assert_int_eq(gice_device_quiet(A, 60000), GICE_OK);
+	ck_assert_int_eq(gice_device_quiet(A, test_scaled(60000)), GICE_ERR_BAD_KEY);
+	ck_assert_int_eq(gice_device_quiet(A, test_scaled(60000)), GICE_OK);
 	ck_assert_int_eq(gice_counter_get(A, good, &st), GICE_OK);
 	ck_assert_uint_eq(st.value, 200);
 	ck_assert_uint_eq(st.fail, 0);
@@ -244,9 +244,9 @@ START_TEST(test_close_with_held_packets)
 	usleep(5000); /* A's CT has sent them into the injector, which holds them up to 20 ms */
 	ck_assert_int_eq(gice_device_close(B), GICE_OK);
 	usleep(40000); /* A's CT keeps polling: nothing may reach B's closed endpoint */
-	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 50, 2000, NULL), GICE_ERR_PEER_DEAD);
-	/* the wait ends at the first failure; the others are being recorded */
-	for (int i = 0; i < 100; i++) {
+	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 50, test_scaled(2000), NULL), GICE_ERR_PEER_DEAD);
+	/* the wait ends at the first failure; the others are being recorded (1 s, scaled) */
+	for (uint64_t i = 0; i < test_scaled(100); i++) {
 		ck_assert_int_eq(gice_counter_get(A, done, &st), GICE_OK);
 		if (st.value + st.fail == 50)
 			break;
@@ -282,7 +282,7 @@ START_TEST(test_stats_at_finalize)
 					.signal = GICE_NO_COUNTER, .completion = done};
 			gice_post(A, &op);
 		}
-		if (gice_counter_wait(A, done, GICE_CMP_GE, 200, 30000, NULL))
+		if (gice_counter_wait(A, done, GICE_CMP_GE, 200, test_scaled(30000), NULL))
 			_exit(2);
 		gice_device_stats(A, &sa);
 		gice_device_stats(B, &sb);
@@ -337,11 +337,11 @@ static void on_error(const gice_error_info_t *info, void *arg)
 	}
 }
 
-/* Wait (up to 1 s) for the first event: the callback runs on the watchdog thread after the
- * operations involved have been failed or taken over. */
+/* Wait (up to 1 s, scaled) for the first event: the callback runs on the watchdog thread after
+ * the operations involved have been failed or taken over. */
 static int ev_wait(void)
 {
-	for (int i = 0; i < 100 && !atomic_load_explicit(&ev.ready, memory_order_acquire); i++)
+	for (uint64_t i = 0; i < test_scaled(100) && !atomic_load_explicit(&ev.ready, memory_order_acquire); i++)
 		usleep(10000);
 	return atomic_load_explicit(&ev.ready, memory_order_acquire);
 }
@@ -373,11 +373,11 @@ START_TEST(test_stall_error)
 			.signal = GICE_NO_COUNTER, .completion = done};
 	uint64_t t0 = now_ms();
 	ck_assert_int_eq(gice_post(A, &op), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, 5000, &found), GICE_ERR_CT_STALLED);
+	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, test_scaled(5000), &found), GICE_ERR_CT_STALLED);
 	uint64_t ms = now_ms() - t0;
 	ck_assert_uint_eq(found, 0);
-	ck_assert_uint_lt(ms, 800);
-	ck_assert_int_eq(gice_device_quiet(A, 1000), GICE_ERR_CT_STALLED);
+	ck_assert_uint_lt(ms, test_scaled(800));
+	ck_assert_int_eq(gice_device_quiet(A, test_scaled(1000)), GICE_ERR_CT_STALLED);
 	ck_assert(ev_wait());
 	ck_assert_int_eq(atomic_load(&ev.status), GICE_ERR_CT_STALLED);
 	ck_assert_uint_eq(atomic_load(&ev.ct), 1);
@@ -416,10 +416,10 @@ START_TEST(test_stall_fallback)
 				.completion = done};
 		ck_assert_int_eq(gice_post(A, &op), GICE_OK);
 	}
-	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 16, 5000, NULL), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(B, sig, GICE_CMP_GE, 16, 5000, NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 16, test_scaled(5000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(B, sig, GICE_CMP_GE, 16, test_scaled(5000), NULL), GICE_OK);
 	ck_assert_int_eq(memcmp(abuf, bbuf, 4096), 0);
-	ck_assert_uint_lt(now_ms() - t0, 800);
+	ck_assert_uint_lt(now_ms() - t0, test_scaled(800));
 	ck_assert(ev_wait());
 	ck_assert_int_eq(atomic_load(&ev.status), GICE_ERR_CT_STALLED);
 	ck_assert_int_eq(atomic_load(&ev.fallback), 1);
@@ -453,9 +453,9 @@ START_TEST(test_api_stall)
 			.signal = GICE_NO_COUNTER, .completion = done};
 	uint64_t t0 = now_ms();
 	ck_assert_int_eq(gice_post(A, &op), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, 5000, NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(A, done, GICE_CMP_GE, 1, test_scaled(5000), NULL), GICE_OK);
 	uint64_t ms = now_ms() - t0;
-	ck_assert_msg(ms >= 250 && ms < 1000, "the put completed after %llu ms", (unsigned long long)ms);
+	ck_assert_msg(ms >= 250 && ms < test_scaled(1000), "the put completed after %llu ms", (unsigned long long)ms);
 	ck_assert_int_eq(atomic_load(&ev.n), 0);
 	pair_close();
 }
@@ -530,8 +530,8 @@ START_TEST(test_host_mode)
 	memset(abuf, 0x5a, 64);
 	struct put_args a = {.conn = ab, .key = bkey, .src = abuf, .sig = sig};
 	ck_assert_int_eq(gice_launch(s, put_then_compute, 1, &a, sizeof(a)), GICE_OK);
-	ck_assert_int_eq(gice_counter_wait(B, sig, GICE_CMP_GE, 1, 5000, NULL), GICE_OK);
-	ck_assert_int_eq(gice_stream_sync(s, 5000), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(B, sig, GICE_CMP_GE, 1, test_scaled(5000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_stream_sync(s, test_scaled(5000)), GICE_OK);
 	ck_assert_int_eq(gice_counter_get(B, sig, &st), GICE_OK);
 	ck_assert_int_eq(bbuf[63], 0x5a);
 	uint64_t end = atomic_load(&kernel_end_ns);
@@ -595,12 +595,12 @@ static int hang_rank_fn(int rank, int size)
 				.signal = GICE_NO_COUNTER, .completion = done};
 		uint64_t t0 = now_ms();
 		FAILIF(gice_post(d, &op), "post");
-		int rc = gice_counter_wait(d, done, GICE_CMP_GE, 1, 3000, NULL);
+		int rc = gice_counter_wait(d, done, GICE_CMP_GE, 1, test_scaled(3000), NULL);
 		uint64_t ms = now_ms() - t0;
 		fprintf(stderr, "rank 0: put to the hung rank ended after %llu ms: %s\n", (unsigned long long)ms,
 			gice_status_name(rc));
 		FAILIF(rc != GICE_ERR_PEER_HUNG, "waiter got %s", gice_status_name(rc));
-		FAILIF(ms >= 1000, "reported after %llu ms, not within 2x GICE_TIMEOUT_MS", (unsigned long long)ms);
+		FAILIF(ms >= test_scaled(1000), "reported after %llu ms, not within 2x GICE_TIMEOUT_MS", (unsigned long long)ms);
 		FAILIF(gice_counter_get(d, done, &cs) || cs.fail != 1, "failure not recorded");
 		gice_stats_t st;
 		FAILIF(gice_device_stats(d, &st) || st.peers_dead != 1, "peers_dead %llu", (unsigned long long)st.peers_dead);
@@ -648,14 +648,14 @@ static int kill_rank_fn(int rank, int size)
 		sleep(10); /* killed at 1500 ms */
 		return 3;
 	}
-	while (atomic_load(&dead_peer) == UINT32_MAX && now_ms() - t0 < 4000)
+	while (atomic_load(&dead_peer) == UINT32_MAX && now_ms() - t0 < test_scaled(4000))
 		usleep(10000);
 	uint32_t peer = atomic_load(&dead_peer);
 	uint64_t after = atomic_load(&dead_seen_ms) - t0;
 	fprintf(stderr, "rank %d: peer %u declared dead %llu ms after start (killed at 1500 ms)\n", rank, peer,
 		(unsigned long long)after);
 	FAILIF(peer != gice_device_id_of(2, 0), "dead peer %u", peer);
-	FAILIF(after < 1500 || after > 1500 + 1000, "detected %llu ms after start", (unsigned long long)after);
+	FAILIF(after < 1500 || after > 1500 + test_scaled(1000), "detected %llu ms after start", (unsigned long long)after);
 	gice_device_close(d);
 	gice_finalize();
 	return 0;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "emu/sm_threads/sm_threads.h"
+#include "tests/test_util.h"
 
 #define MS 1000000ull
 #define SEC (1000 * MS)
@@ -109,7 +110,7 @@ struct rendezvous {
 static void waits_for_flag(void *p, uint32_t block, uint32_t nblocks, uint32_t sm)
 {
 	struct rendezvous *r = p;
-	uint64_t end = gice_now_ns() + 5 * SEC;
+	uint64_t end = gice_now_ns() + test_scaled(5 * SEC);
 
 	while (!atomic_load(&r->flag) && gice_now_ns() < end)
 		sleep_ms(1);
@@ -370,14 +371,14 @@ START_TEST(test_sync_idle_and_sync_timeout)
 	ck_assert_int_eq(smt_stream_create(f.d, &s), GICE_OK);
 	uint64_t t0 = gice_now_ns();
 	ck_assert_int_eq(smt_stream_sync(s, 10 * SEC), GICE_OK);
-	ck_assert_uint_lt(gice_now_ns() - t0, 50 * MS);
+	ck_assert_uint_lt(gice_now_ns() - t0, test_scaled(50 * MS));
 
 	/* sync gives up at its own timeout; the stream is unaffected */
 	ck_assert_int_eq(smt_wait_value(s, c, TM_CMP_GE, 1, 10 * SEC), GICE_OK);
 	t0 = gice_now_ns();
 	ck_assert_int_eq(smt_stream_sync(s, 20 * MS), GICE_ERR_TIMED_OUT);
 	ck_assert_uint_ge(gice_now_ns() - t0, 20 * MS);
-	ck_assert_uint_lt(gice_now_ns() - t0, 2 * SEC);
+	ck_assert_uint_lt(gice_now_ns() - t0, test_scaled(2 * SEC));
 	tm_counter_add(f.tm, c, 1);
 	ck_assert_int_eq(smt_stream_sync(s, 10 * SEC), GICE_OK);
 	fx_close(&f);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "emu/triggermem/triggermem.h"
+#include "tests/test_util.h"
 
 #define MS 1000000ull
 
@@ -249,12 +250,12 @@ START_TEST(test_wait_wakes_sleeper)
 	uint64_t t0 = gice_now_ns(), c0 = thread_cpu_ns();
 	ck_assert_int_eq(pthread_create(&t, NULL, writer_main, &a), 0);
 	/* spin 100 us only: the waiter must be asleep on the futex when the write lands */
-	ck_assert_int_eq(tm_counter_wait(r, a.id, TM_CMP_GE, 1, 5000 * MS, 100000, &found), GICE_OK);
+	ck_assert_int_eq(tm_counter_wait(r, a.id, TM_CMP_GE, 1, test_scaled(5000 * MS), 100000, &found), GICE_OK);
 	uint64_t el = gice_now_ns() - t0, cpu = thread_cpu_ns() - c0;
 	pthread_join(t, NULL);
 	ck_assert_uint_eq(found, 1);
 	ck_assert_uint_ge(el, 15 * MS);
-	ck_assert_uint_lt(el, 2000 * MS);
+	ck_assert_uint_lt(el, test_scaled(2000 * MS));
 	ck_assert_msg(cpu < 10 * MS, "waiter used %llu ns of CPU in %llu ns: it did not sleep",
 		      (unsigned long long)cpu, (unsigned long long)el);
 	tm_region_destroy(r);
@@ -275,7 +276,7 @@ START_TEST(test_wait_timeout)
 	uint64_t el = gice_now_ns() - t0;
 	ck_assert_uint_eq(found, 5);
 	ck_assert_uint_ge(el, 30 * MS);
-	ck_assert_uint_lt(el, 1000 * MS);
+	ck_assert_uint_lt(el, test_scaled(1000 * MS));
 
 	/* zero timeout: one check */
 	found = 0;
@@ -347,11 +348,11 @@ START_TEST(test_cross_process_wake)
 	if (pid == 0)
 		_exit(child_main(tm_region_fd(r), id));
 
-	ck_assert_int_eq(tm_counter_wait(r, id, TM_CMP_GE, 7, 5000 * MS, 0, &found), GICE_OK);
+	ck_assert_int_eq(tm_counter_wait(r, id, TM_CMP_GE, 7, test_scaled(5000 * MS), 0, &found), GICE_OK);
 	ck_assert_uint_eq(found, 7);
 
 	/* the CT loop: read the doorbell, look for work, sleep while the doorbell is unchanged */
-	uint64_t deadline = gice_now_ns() + 5000 * MS;
+	uint64_t deadline = gice_now_ns() + test_scaled(5000 * MS);
 	while (!got && gice_now_ns() < deadline) {
 		uint32_t seen = tm_doorbell_seq(r, 1);
 		got = tm_queue_pop(r, 1, buf, &ticket);
@@ -543,16 +544,16 @@ START_TEST(test_doorbell_sleep)
 	tm_doorbell_ring(r, 0);
 	t0 = gice_now_ns();
 	ck_assert_int_eq(tm_doorbell_sleep(r, 0, seen, 5000 * MS), GICE_OK);
-	ck_assert_uint_lt(gice_now_ns() - t0, 100 * MS);
+	ck_assert_uint_lt(gice_now_ns() - t0, test_scaled(100 * MS));
 
 	/* ring from another thread wakes the sleeper */
 	seen = tm_doorbell_seq(r, 0);
 	ck_assert_int_eq(pthread_create(&t, NULL, ringer_main, &a), 0);
 	t0 = gice_now_ns();
-	while (tm_doorbell_seq(r, 0) == seen && gice_now_ns() - t0 < 5000 * MS)
+	while (tm_doorbell_seq(r, 0) == seen && gice_now_ns() - t0 < test_scaled(5000 * MS))
 		tm_doorbell_sleep(r, 0, seen, 5000 * MS);
 	ck_assert_uint_ne(tm_doorbell_seq(r, 0), seen);
-	ck_assert_uint_lt(gice_now_ns() - t0, 2000 * MS);
+	ck_assert_uint_lt(gice_now_ns() - t0, test_scaled(2000 * MS));
 	pthread_join(t, NULL);
 	tm_region_destroy(r);
 }

@@ -41,28 +41,33 @@ const char *gice_status_str(int status)
 }
 
 const gice_param_t gice_common_params[] = {
-	{"GICE_LOG_LEVEL", "warn", "log level: error, warn, info, debug, trace", GICE_PARAM_STR, 0, 0},
+	{"GICE_LOG_LEVEL", "warn", "log level: off (no messages at all), error, warn, info, debug, trace",
+	 GICE_PARAM_STR, 0, 0},
 	{"GICE_LOG_SUBSYS", "all", "comma-separated subsystems to log (tm,ct,smt,fab,hbm,api) or all",
 	 GICE_PARAM_STR, 0, 0},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
-static int log_level = -1;
+#define LOG_OFF (-1)   /* GICE_LOG_LEVEL=off: every level is above it, nothing prints */
+#define LOG_UNSET (-2) /* not read yet */
+static int log_level = LOG_UNSET;
 static const char *log_subsys;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 
 static void log_init(void)
 {
 	const char *lv = gice_param_str(&gice_common_params[0]);
-	int level = -1;
+	int level = LOG_UNSET;
 
+	if (!strcasecmp(lv, "off"))
+		level = LOG_OFF;
 	for (int i = 0; i < (int)GICE_ARRAY_SIZE(level_names); i++)
 		if (!strcasecmp(lv, level_names[i]))
 			level = i;
-	if (level < 0) {
-		fprintf(stderr, "gice[%d] error config: GICE_LOG_LEVEL=\"%s\" is not one of error, warn, info, debug, "
-				"trace; using warn\n", (int)getpid(), lv);
+	if (level == LOG_UNSET) {
+		fprintf(stderr, "gice[%d] error config: GICE_LOG_LEVEL=\"%s\" is not one of off, error, warn, info, "
+				"debug, trace; using warn\n", (int)getpid(), lv);
 		level = GICE_LOG_WARN;
 	}
 	log_subsys = gice_param_str(&gice_common_params[1]);
@@ -75,7 +80,7 @@ int gice_log_enabled(int level, const char *subsys)
 {
 	int cur = __atomic_load_n(&log_level, __ATOMIC_ACQUIRE);
 
-	if (gice_unlikely(cur < 0)) {
+	if (gice_unlikely(cur == LOG_UNSET)) {
 		pthread_once(&log_once, log_init);
 		cur = __atomic_load_n(&log_level, __ATOMIC_ACQUIRE);
 	}

@@ -18,7 +18,7 @@
 #define gice_likely(x) __builtin_expect(!!(x), 1)
 #define gice_unlikely(x) __builtin_expect(!!(x), 0)
 
-/* ---- logging: GICE_LOG_LEVEL=error|warn|info|debug|trace, GICE_LOG_SUBSYS=tm,ct,... ---- */
+/* ---- logging: GICE_LOG_LEVEL=off|error|warn|info|debug|trace, GICE_LOG_SUBSYS=tm,ct,... ---- */
 enum { GICE_LOG_ERROR, GICE_LOG_WARN, GICE_LOG_INFO, GICE_LOG_DEBUG, GICE_LOG_TRACE };
 
 int gice_log_enabled(int level, const char *subsys);

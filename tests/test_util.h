@@ -1,0 +1,105 @@
+/* test_util.h: helpers shared by the Check test binaries.
+ * - Time bounds: test_time_scale() is the factor every upper time bound of a test is multiplied
+ *   by: CK_TIMEOUT_MULTIPLIER, which make asan/tsan set to 3 (Check scales its case timeouts
+ *   with it), or 1. test_scaled(x) is x times that factor, in x's unit. Lower bounds (a wait
+ *   lasted at least its timeout) are never scaled.
+ * - Skips: Check has no per-case skip. A case whose precondition is missing (a libfabric
+ *   provider, root) is left out of the suite before srunner_run_all, with
+ *   test_skip_cases(n, reason); test_exit(sr) (or test_exit_counts) then prints "skipped: N cases (reasons)" as the
+ *   binary's last line and returns its exit status: 77 (skipped, for scripts/run-tests.sh) when
+ *   cases were left out and none ran, else 1 when one failed, else 0.
+ * - test_probe(fn, arg) runs fn in a forked child and returns its exit status, so that probing a
+ *   provider leaves no libfabric state in the process that forks the cases. */
+#ifndef GICE_TEST_UTIL_H
+#define GICE_TEST_UTIL_H
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* CK_TIMEOUT_MULTIPLIER when it is a number >= 1, else 1: bounds never tighten. */
+static inline double test_time_scale(void)
+{
+	const char *v = getenv("CK_TIMEOUT_MULTIPLIER");
+	char *end;
+	double f;
+
+	if (!v || !*v)
+		return 1.0;
+	f = strtod(v, &end);
+	return *end || !(f >= 1.0) ? 1.0 : f;
+}
+
+/* An upper time bound (any unit) scaled by test_time_scale(). */
+static inline uint64_t test_scaled(uint64_t bound) { return (uint64_t)((double)bound * test_time_scale()); }
+
+struct test_skips {
+	int n;
+	char why[1024];
+};
+
+/* The binary's record of the cases left out. */
+static inline struct test_skips *test_skips(void)
+{
+	static struct test_skips s;
+	return &s;
+}
+
+/* Record n cases left out of the suite for a reason (printed now, and again by test_exit). */
+static inline __attribute__((format(printf, 2, 3))) void test_skip_cases(int n, const char *fmt, ...)
+{
+	struct test_skips *s = test_skips();
+	size_t len = strlen(s->why);
+	char reason[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	printf("skip: %d case(s) left out: %s\n", n, reason);
+	fflush(stdout);
+	s->n += n;
+	snprintf(s->why + len, sizeof(s->why) - len, "%s%s", len ? "; " : "", reason);
+}
+
+/* The exit status of a binary that ran ran cases, failed of them failed; prints the skipped
+ * line (see above). */
+static inline int test_exit_counts(int failed, int ran)
+{
+	struct test_skips *s = test_skips();
+
+	if (s->n) {
+		printf("skipped: %d cases (%s)\n", s->n, s->why);
+		fflush(stdout);
+	}
+	if (failed)
+		return 1;
+	return s->n && !ran ? 77 : 0;
+}
+
+/* test_exit_counts for a binary whose suite sr has run. */
+static inline int test_exit(SRunner *sr) { return test_exit_counts(srunner_ntests_failed(sr), srunner_ntests_run(sr)); }
+
+/* Run fn(arg) in a forked child; its exit status (fn's return value), or -1 when it died. */
+static inline int test_probe(int (*fn)(void *), void *arg)
+{
+	int w;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(fn(arg));
+	if (waitpid(pid, &w, 0) != pid)
+		return -1;
+	return WIFEXITED(w) ? WEXITSTATUS(w) : -1;
+}
+
+#endif
