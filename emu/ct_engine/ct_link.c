@@ -1294,13 +1294,19 @@ static int peer_alive(int32_t pid)
 	return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
 }
 
+/* How long ago t was, 0 if it is later than now (stamped by another thread after now was read). */
+static uint64_t since(uint64_t now, uint64_t t) { return now > t ? now - t : 0; }
+
 int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 {
 	int events = 0;
 
 	if (!ct_link_trylock(e))
 		return 0; /* the holder is busy: it is not stalled on the link */
-	if (now - atomic_load_explicit(&e->t_poll, memory_order_relaxed) > e->timeout_ns / 2) {
+	/* the time now, under the lock: the peers' stamps (written under it) are not later; a now
+	 * read before a preemption would make a fresh stamp look 2^64 ns old */
+	now = GICE_MAX(now, gice_now_ns());
+	if (since(now, atomic_load_explicit(&e->t_poll, memory_order_relaxed)) > e->timeout_ns / 2) {
 		/* our own link is not being polled (CT 0 stalled): we cannot judge peers */
 		ct_link_unlock(e);
 		return 0;
@@ -1311,11 +1317,11 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 			continue;
 		if (!p->t_rx)
 			p->t_rx = now; /* the clock starts when we first look */
-		uint64_t silent = now - p->t_rx;
+		uint64_t silent = since(now, p->t_rx);
 		int waiting = p->acked_psn != p->next_psn || p->done_upto != p->next_msg_id;
-		uint64_t stuck = p->acked_psn != p->next_psn ? now - p->t_progress : 0;
+		uint64_t stuck = p->acked_psn != p->next_psn ? since(now, p->t_progress) : 0;
 		if (silent <= e->timeout_ns && stuck <= e->timeout_ns) {
-			if (now - p->t_tx >= e->hb_ns && send_ctrl(e, g, CT_PKT_HEARTBEAT, 0, 0, 0) == GICE_OK)
+			if (since(now, p->t_tx) >= e->hb_ns && send_ctrl(e, g, CT_PKT_HEARTBEAT, 0, 0, 0) == GICE_OK)
 				p->t_tx = now;
 			continue;
 		}
