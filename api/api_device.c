@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fabric/fab_fault.h"
+
 /* ---------------------------------------------------------------- devices */
 
 static int param_u32(const gice_param_t *table, const char *name, uint32_t given, uint32_t *out)

@@ -4,6 +4,7 @@
 
 #include <sched.h>
 #include <string.h>
+
 int api_ctr_ok(const gice_device_t *d, gice_counter_t c)
 {
 	if (c >= d->n_cts && c < tm_region_layout(d->tm)->n_counters)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fabric/fab_fault.h"
+
 const gice_param_t api_params[] = {
 	{"GICE_TIMEOUT_MS", "10000", "default timeout of every wait (device waits, quiet, stream waits, syncs): how long a wait goes without "
 	 "progress before it fails; a peer silent this long is dead or hung",

@@ -747,8 +747,8 @@ int tm_cmp_ok(uint64_t value, tm_cmp_t cmp, uint64_t v)
 	return 0;
 }
 
-/* One check: 1 done (rc set), 0 keep waiting. The condition first (what the wait is for has
- * happened), then the counter's own failure, then the device's abort. */
+/* One check: 1 done (rc set), 0 keep waiting. The counter's own failure, then the condition
+ * (what the wait is for has happened), then the device's abort. */
 static inline int wait_check(const tm_region_t *r, struct tm_counter *c, tm_cmp_t cmp, uint64_t v,
 			     uint64_t *seen, int *rc)
 {

@@ -82,8 +82,10 @@ int tm_cmp_ok(uint64_t value, tm_cmp_t cmp, uint64_t v);
 
 /* Wait until cmp(value, v) holds: spin spin_ns, then sleep on the counter's futex.
  * Returns GICE_OK, or the counter's last status if its failure count is non-zero
- * (a failure ends every wait, as PtlCTWait does), or GICE_ERR_TIMED_OUT after timeout_ns
- * (UINT64_MAX: no timeout). *found (may be NULL) gets the last value seen in every case. */
+ * (a failure ends every wait, as PtlCTWait does), or the region's abort status once it is
+ * aborted (tm_region_abort) and the condition does not hold, or GICE_ERR_TIMED_OUT after
+ * timeout_ns (UINT64_MAX: no timeout). *found (may be NULL) gets the last value seen in every
+ * case. */
 int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns,
 		    uint64_t spin_ns, uint64_t *found);
 
