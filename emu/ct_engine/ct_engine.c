@@ -188,14 +188,14 @@ void ct_complete_counter(ct_engine_t *e, uint32_t counter, int status)
 }
 
 /* Fail a request before it became a message. */
-static void fail_now(ct_engine_t *e, ct_tile_t *t, const ct_req_t *r, uint64_t ticket, int status)
+static void ct_fail_now(ct_engine_t *e, ct_tile_t *t, const ct_req_t *r, uint64_t ticket, int status)
 {
 	ct_stat_add(&e->st.msgs_failed, 1);
 	ct_complete_counter(e, r->counter, status);
 	ct_retire(e, t->idx, ticket);
 }
 
-static int counter_ok(const ct_engine_t *e, uint32_t id)
+static int ct_counter_ok(const ct_engine_t *e, uint32_t id)
 {
 	return id >= e->attr.n_cts && id < e->n_counters;
 }
@@ -204,7 +204,7 @@ static int counter_ok(const ct_engine_t *e, uint32_t id)
 
 /* Execute one request or fired descriptor. Returns 0, or GICE_ERR_AGAIN when no message entry
  * is free (the caller retries later; nothing was consumed). */
-static int exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig, uint64_t thresh)
+static int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig, uint64_t thresh)
 {
 	ct_engine_t *e = t->e;
 	uint64_t now = gice_now_ns();
@@ -218,10 +218,10 @@ static int exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t t
 		return 0;
 	case CT_OP_CTR_ADD:
 	case CT_OP_CTR_SET:
-		if (!counter_ok(e, r->sig_id)) {
+		if (!ct_counter_ok(e, r->sig_id)) {
 			gice_error("ct", "counter op on counter %u: valid ids are %u..%u", r->sig_id, e->attr.n_cts,
 				   e->n_counters - 1);
-			fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+			ct_fail_now(e, t, r, ticket, GICE_ERR_INVALID);
 			return 0;
 		}
 		if (r->op == CT_OP_CTR_ADD)
@@ -238,13 +238,13 @@ static int exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t t
 	case CT_OP_FENCE: kind = MK_FENCE; break;
 	default:
 		gice_error("ct", "ct %u: unknown request op %u", t->idx, r->op);
-		fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		ct_fail_now(e, t, r, ticket, GICE_ERR_INVALID);
 		return 0;
 	}
 
 	if (r->conn >= CT_MAX_CONNS || !e->conns[r->conn].open) {
 		gice_error("ct", "request op %u on connection %u that is not open", r->op, r->conn);
-		fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		ct_fail_now(e, t, r, ticket, GICE_ERR_INVALID);
 		return 0;
 	}
 	const ct_conn_t *c = &e->conns[r->conn];
@@ -253,18 +253,18 @@ static int exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t t
 	uint64_t llen = kind == MK_AMO ? ((r->flags & CT_RF_NO_RESULT) ? 0 : 8) : kind == MK_FENCE ? 0 : r->len;
 	if (kind != MK_AMO && r->len > UINT32_MAX) {
 		gice_error("ct", "message of %llu bytes exceeds the 4 GiB limit", (unsigned long long)r->len);
-		fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		ct_fail_now(e, t, r, ticket, GICE_ERR_INVALID);
 		return 0;
 	}
 	if (llen && (rc = hbm_translate_local(e->attr.hbm, r->src_off, llen, NULL))) {
 		gice_error("ct", "%s to device %u: local range [%llu, +%llu) is not registered",
 			   kind == MK_PUT ? "put" : kind == MK_GET ? "get" : "atomic", c->peer,
 			   (unsigned long long)r->src_off, (unsigned long long)llen);
-		fail_now(e, t, r, ticket, rc);
+		ct_fail_now(e, t, r, ticket, rc);
 		return 0;
 	}
 	if ((kind == MK_PUT || kind == MK_GET) && (r->flags & CT_RF_STRONG) && !(r->flags & CT_RF_SIGNAL)) {
-		fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		ct_fail_now(e, t, r, ticket, GICE_ERR_INVALID);
 		return 0;
 	}
 
@@ -340,7 +340,7 @@ static int armed_remove(ct_tile_t *t, uint32_t di)
 }
 
 /* Fire every due descriptor of counter id. Returns the number fired. */
-static int fire_due(ct_tile_t *t, uint32_t id)
+static int ct_fire_due(ct_tile_t *t, uint32_t id)
 {
 	ct_engine_t *e = t->e;
 	uint64_t v = tm_counter_read(e->attr.tm, id);
@@ -358,7 +358,7 @@ static int fire_due(ct_tile_t *t, uint32_t id)
 		uint64_t fired = atomic_load_explicit(&t->fired_next, memory_order_relaxed);
 		/* no message entry free, or the retirement ring full: look again later */
 		if (fired - atomic_load_explicit(&t->rf.cursor, memory_order_acquire) > t->rf.mask ||
-		    exec_req(t, &r, fired | CT_TICKET_FIRED, id, d->threshold) == GICE_ERR_AGAIN) {
+		    ct_exec_req(t, &r, fired | CT_TICKET_FIRED, id, d->threshold) == GICE_ERR_AGAIN) {
 			tm_dirty_mark(e->attr.tm, t->idx, id);
 			break;
 		}
@@ -379,7 +379,7 @@ static int fire_due(ct_tile_t *t, uint32_t id)
 	return n;
 }
 
-static void control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
+static void ct_control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
 {
 	ct_engine_t *e = t->e;
 	ct_desc_t *d = &e->descs[r->desc];
@@ -427,8 +427,8 @@ static int drain_queue(ct_tile_t *t, int max, int by_proxy, int *empty)
 		t->next_ticket = ticket + 1;
 		ct_stat_add(&e->st.fallback_ops, (uint64_t)by_proxy);
 		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_)
-			control_req(t, &u.r, ticket);
-		else if (exec_req(t, &u.r, ticket, TM_NONE, 0) == GICE_ERR_AGAIN)
+			ct_control_req(t, &u.r, ticket);
+		else if (ct_exec_req(t, &u.r, ticket, TM_NONE, 0) == GICE_ERR_AGAIN)
 			gice_error("ct", "ct %u: request dropped for want of a message entry", t->idx); /* not reached */
 		n++;
 	}
@@ -437,7 +437,7 @@ static int drain_queue(ct_tile_t *t, int max, int by_proxy, int *empty)
 }
 
 /* One pass of a tile's work, by its CT thread or by the host proxy (the caller owns t->own). */
-static int tile_step(ct_tile_t *t, int by_proxy)
+static int ct_tile_step(ct_tile_t *t, int by_proxy)
 {
 	ct_engine_t *e = t->e;
 	uint32_t ids[64];
@@ -450,7 +450,7 @@ static int tile_step(ct_tile_t *t, int by_proxy)
 	int work = drain_queue(t, n ? INT32_MAX : 64, by_proxy, &empty);
 	for (uint32_t i = 0; i < n; i++) {
 		if (empty)
-			work += fire_due(t, ids[i]) + 1;
+			work += ct_fire_due(t, ids[i]) + 1;
 		else
 			tm_dirty_mark(e->attr.tm, t->idx, ids[i]);
 	}
@@ -461,10 +461,10 @@ static int tile_step(ct_tile_t *t, int by_proxy)
 	return work;
 }
 
-static int own_try(ct_tile_t *t) { return !atomic_exchange_explicit(&t->own, 1, memory_order_acquire); }
-static void own_drop(ct_tile_t *t) { atomic_store_explicit(&t->own, 0, memory_order_release); }
+static int ct_own_try(ct_tile_t *t) { return !atomic_exchange_explicit(&t->own, 1, memory_order_acquire); }
+static void ct_own_drop(ct_tile_t *t) { atomic_store_explicit(&t->own, 0, memory_order_release); }
 
-static void nap_us(uint64_t us)
+static void ct_nap_us(uint64_t us)
 {
 	struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
 	nanosleep(&ts, NULL);
@@ -472,13 +472,13 @@ static void nap_us(uint64_t us)
 
 /* Fault injection: sit out a scheduled stall (without owning the tile, as a hung tile would
  * leave its state). Returns 1 while stalled. */
-static int injected_stall(ct_tile_t *t, uint64_t now)
+static int ct_injected_stall(ct_tile_t *t, uint64_t now)
 {
 	ct_engine_t *e = t->e;
 
 	uint64_t hang = atomic_load_explicit(&e->hang_at_ns, memory_order_relaxed);
 	if (hang && now >= hang) {
-		nap_us(1000);
+		ct_nap_us(1000);
 		return 1;
 	}
 	uint64_t from = atomic_load_explicit(&t->stall_from, memory_order_acquire);
@@ -490,7 +490,7 @@ static int injected_stall(ct_tile_t *t, uint64_t now)
 		atomic_compare_exchange_strong(&t->stall_from, &from, 0); /* unless a new one was set */
 		return 0;
 	}
-	nap_us(GICE_MIN((until - now) / 1000 + 1, 1000ull));
+	ct_nap_us(GICE_MIN((until - now) / 1000 + 1, 1000ull));
 	return 1;
 }
 
@@ -511,15 +511,15 @@ static void *ct_thread(void *arg)
 	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
 		uint32_t seq = tm_doorbell_seq(e->attr.tm, t->idx);
 		uint64_t now = gice_now_ns();
-		if (gice_unlikely(injected_stall(t, now)))
+		if (gice_unlikely(ct_injected_stall(t, now)))
 			continue;
 		atomic_store_explicit(&t->hb_ns, now, memory_order_relaxed);
-		if (!own_try(t)) {
-			nap_us(50); /* the host proxy runs this tile now (fallback) */
+		if (!ct_own_try(t)) {
+			ct_nap_us(50); /* the host proxy runs this tile now (fallback) */
 			continue;
 		}
-		int work = tile_step(t, 0);
-		own_drop(t);
+		int work = ct_tile_step(t, 0);
+		ct_own_drop(t);
 		if (work) {
 			t->last_work_ns = gice_now_ns();
 			spins = 0;
@@ -708,7 +708,7 @@ void ct_engine_destroy(ct_engine_t *e)
 		ct_link_bye(e);
 		/* let the provider push the BYEs out before the endpoint closes */
 		for (int i = 0; i < 10 && (ct_link_progress(e), atomic_load(&e->attr.ep->held)); i++)
-			nap_us(1000);
+			ct_nap_us(1000);
 		ct_link_progress(e);
 	}
 	ct_link_cancel_all(e);
@@ -836,7 +836,7 @@ uint32_t ct_quiet_points(const ct_engine_t *e, ct_quiet_point_t *pts)
 	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
 		const ct_tile_t *t = &e->tiles[c];
 		pts[n++] = (ct_quiet_point_t){t->rq.counter, tm_queue_prod(e->attr.tm, c)};
-		/* acquire: pairs with fire_due's release of the ticket */
+		/* acquire: pairs with ct_fire_due's release of the ticket */
 		pts[n++] = (ct_quiet_point_t){t->rf.counter, atomic_load_explicit(&t->fired_next, memory_order_acquire)};
 	}
 	return n;
@@ -870,7 +870,7 @@ static int push_control(ct_engine_t *e, uint32_t ct, uint8_t op, uint32_t desc)
 int ct_arm(ct_engine_t *e, uint32_t trig, uint64_t threshold, uint64_t period, const ct_req_t *op,
 	   uint32_t *desc)
 {
-	if (!counter_ok(e, trig) || op->op > CT_OP_FENCE) {
+	if (!ct_counter_ok(e, trig) || op->op > CT_OP_FENCE) {
 		gice_error("ct", "arm on counter %u (valid %u..%u) with op %u: invalid", trig, e->attr.n_cts,
 			   e->n_counters - 1, op->op);
 		return GICE_ERR_INVALID;
@@ -1013,13 +1013,13 @@ static void *proxy_thread(void *arg)
 		int work = 0;
 		for (uint32_t c = 0; c < e->attr.n_cts; c++) {
 			ct_tile_t *t = &e->tiles[c];
-			if (!atomic_load_explicit(&t->proxied, memory_order_acquire) || !own_try(t))
+			if (!atomic_load_explicit(&t->proxied, memory_order_acquire) || !ct_own_try(t))
 				continue;
-			work += tile_step(t, 1);
-			own_drop(t);
+			work += ct_tile_step(t, 1);
+			ct_own_drop(t);
 		}
 		if (!work)
-			nap_us(50);
+			ct_nap_us(50);
 	}
 	return NULL;
 }
@@ -1038,10 +1038,10 @@ static uint32_t fail_queued(ct_tile_t *t, int status)
 	while (tm_queue_pop(e->attr.tm, t->idx, u.b, &ticket)) {
 		t->next_ticket = ticket + 1;
 		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_) {
-			control_req(t, &u.r, ticket);
+			ct_control_req(t, &u.r, ticket);
 			continue;
 		}
-		fail_now(e, t, &u.r, ticket, status);
+		ct_fail_now(e, t, &u.r, ticket, status);
 		n++;
 	}
 	atomic_store_explicit(&t->consumed, t->next_ticket, memory_order_relaxed);
@@ -1075,9 +1075,9 @@ int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 			continue;
 		if (t->stalled) {
 			/* still stalled under error: what was queued since fails too */
-			if (on_timeout != CT_ON_TIMEOUT_FALLBACK && own_try(t)) {
+			if (on_timeout != CT_ON_TIMEOUT_FALLBACK && ct_own_try(t)) {
 				fail_queued(t, GICE_ERR_CT_STALLED);
-				own_drop(t);
+				ct_own_drop(t);
 				if (c == 0 && ct_link_trylock(e)) {
 					ct_link_fail_all(e, GICE_ERR_CT_STALLED);
 					ct_link_unlock(e);
@@ -1105,9 +1105,9 @@ int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %s",
 				 ev.fallback ? "GICE_ON_TIMEOUT=fallback: the host proxy thread issues its operations"
 					     : "the host proxy thread could not start");
-		} else if (own_try(t)) {
+		} else if (ct_own_try(t)) {
 			ev.n_ops = fail_queued(t, GICE_ERR_CT_STALLED);
-			own_drop(t);
+			ct_own_drop(t);
 			if (c == 0 && ct_link_trylock(e)) {
 				ev.n_ops += ct_link_fail_all(e, GICE_ERR_CT_STALLED);
 				ct_link_unlock(e);

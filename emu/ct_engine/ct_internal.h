@@ -87,7 +87,7 @@ typedef struct { /* link-private (under the link lock) */
 	uint64_t t_progress;           /* last ack progress (or first packet outstanding) */
 	uint64_t t_rx, t_tx;           /* last packet heard from / sent to this peer */
 	uint64_t retx;                 /* packets sent again */
-	uint32_t held_cum, held_fence; /* an ack waiting for the reverse stream (see rx_ack) */
+	uint32_t held_cum, held_fence; /* an ack waiting for the reverse stream (see ct_rx_ack) */
 	uint8_t ack_held;
 	uint32_t nack_unsent;          /* NACKs queued, not yet sent: ACKs wait for them */
 	uint32_t by_id[CT_PEER_WIN];   /* msg_id % WIN → message index + 1 */

@@ -17,7 +17,7 @@
 
 enum { SEND_OK, SEND_DONE, SEND_BLOCKED, SEND_FULL };
 
-static int psn_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+static int ct_psn_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
 int ct_link_busy(ct_engine_t *e)
 {
@@ -45,7 +45,7 @@ static uint64_t ack_delay_ns(const ct_engine_t *e)
 }
 
 /* p owes no ACK any more (one went out, or the peer is gone). */
-static void ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
+static void ct_ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
 {
 	if (p->ack_unsent) {
 		p->ack_unsent = 0;
@@ -54,7 +54,7 @@ static void ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
 }
 
 /* link-private FIFOs of message indices, linked through msg.next */
-static void fifo_push(ct_engine_t *e, uint32_t *head, uint32_t *tail, uint32_t idx)
+static void ct_fifo_push(ct_engine_t *e, uint32_t *head, uint32_t *tail, uint32_t idx)
 {
 	e->msgs[idx].next = CT_NIL;
 	if (*tail == CT_NIL)
@@ -64,7 +64,7 @@ static void fifo_push(ct_engine_t *e, uint32_t *head, uint32_t *tail, uint32_t i
 	*tail = idx;
 }
 
-static uint32_t fifo_pop(ct_engine_t *e, uint32_t *head, uint32_t *tail)
+static uint32_t ct_fifo_pop(ct_engine_t *e, uint32_t *head, uint32_t *tail)
 {
 	uint32_t idx = *head;
 
@@ -92,7 +92,7 @@ static void trace_add(ct_engine_t *e, const ct_msg_t *m, uint64_t now)
 	tr->status = m->status;
 }
 
-static void complete_msg(ct_engine_t *e, uint32_t idx)
+static void ct_complete_msg(ct_engine_t *e, uint32_t idx)
 {
 	ct_msg_t *m = &e->msgs[idx];
 
@@ -120,7 +120,7 @@ static void complete_msg(ct_engine_t *e, uint32_t idx)
 
 /* Hand one encoded packet to the fabric, with its CRC32C when checksums are on. hdr is
  * modified (flag and csum) in place. */
-static int xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen)
+static int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen)
 {
 	int rc;
 
@@ -136,14 +136,14 @@ static int xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload,
 	return rc;
 }
 
-static int send_ctrl(ct_engine_t *e, uint32_t gid, uint8_t op, uint32_t psn, uint64_t value, uint64_t aux)
+static int ct_send_ctrl(ct_engine_t *e, uint32_t gid, uint8_t op, uint32_t psn, uint64_t value, uint64_t aux)
 {
 	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .op = op, .src_gid = e->attr.gid,
 		      .dst_gid = gid, .psn = psn, .value = value, .aux = aux};
 	uint8_t buf[CT_HDR_BYTES];
 
 	ct_proto_build(&h, buf);
-	return xmit(e, &e->peers[gid], buf, NULL, 0);
+	return ct_xmit(e, &e->peers[gid], buf, NULL, 0);
 }
 
 /* Selective ack: bit i set when psn rx_next_psn + 1 + i has arrived. The bitmap is a ring over
@@ -156,7 +156,7 @@ static uint64_t sack_bits(const ct_peer_t *p)
 	return b ? (lo >> b) | (hi << (64 - b)) : lo;
 }
 
-static void send_ack(ct_engine_t *e, uint32_t gid)
+static void ct_send_ack(ct_engine_t *e, uint32_t gid)
 {
 	ct_peer_t *p = &e->peers[gid];
 
@@ -164,9 +164,9 @@ static void send_ack(ct_engine_t *e, uint32_t gid)
 	 * peer wait for a psn. It carries our next psn towards the peer, so the peer completes the
 	 * messages it covers only after it has everything we sent before it (NACKs included). */
 	if (p->nack_unsent == 0 &&
-	    send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, p->next_psn, sack_bits(p)) == GICE_OK) {
+	    ct_send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, p->next_psn, sack_bits(p)) == GICE_OK) {
 		ct_stat_add(&e->st.acks_sent, 1);
-		ack_owed_clear(e, p);
+		ct_ack_owed_clear(e, p);
 		if (p->ack_due) {
 			p->ack_due = 0;
 			e->acks_pending--;
@@ -177,14 +177,14 @@ static void send_ack(ct_engine_t *e, uint32_t gid)
 	}
 }
 
-static ct_msg_t *queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
+static ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
 				uint64_t value, int status);
 
 /* A NACK is a sequenced response (retransmitted like data until acked). */
-static void send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
+static void ct_send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 {
 	ct_stat_add(&e->st.nacks_sent, 1);
-	ct_msg_t *m = queue_response(e, MK_NACK, gid, 0, msg_id, 0, status);
+	ct_msg_t *m = ct_queue_response(e, MK_NACK, gid, 0, msg_id, 0, status);
 
 	if (!m) {
 		gice_error("ct", "no response entry: NACK of message %u to device %u (%s) lost", msg_id, gid,
@@ -196,7 +196,7 @@ static void send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 }
 
 /* A NACK got its psn (or will never be sent): ACKs to its peer may go again. */
-static void nack_done(ct_engine_t *e, ct_msg_t *m)
+static void ct_nack_done(ct_engine_t *e, ct_msg_t *m)
 {
 	if (m->nack_unsent) {
 		m->nack_unsent = 0;
@@ -208,7 +208,7 @@ static void flush_ctrl(ct_engine_t *e)
 {
 	for (uint32_t g = 0; e->acks_pending && g < e->max_peers; g++)
 		if (e->peers[g].ack_due)
-			send_ack(e, g);
+			ct_send_ack(e, g);
 }
 
 /* Send the next packet of message idx. */
@@ -228,7 +228,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		if (!m->status)
 			m->status = p->dead_status;
 		m->need = 0;
-		nack_done(e, m);
+		ct_nack_done(e, m);
 		return SEND_DONE;
 	}
 	if (p->next_psn - p->acked_psn >= e->credits ||
@@ -319,7 +319,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	ct_txrec_t *tr = &p->tx[h.psn & p->tx_mask];
 	ct_proto_build(&h, tr->hdr);
 	memcpy(buf, tr->hdr, sizeof(buf));
-	rc = xmit(e, p, buf, payload, plen);
+	rc = ct_xmit(e, p, buf, payload, plen);
 	if (rc == GICE_ERR_AGAIN) {
 		ct_stat_add(&e->st.tx_again, 1);
 		return SEND_FULL;
@@ -330,7 +330,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 			m->status = rc;
 		/* count the packet as sent: the peer will never ack it, so fail the message now */
 		m->need = 0;
-		nack_done(e, m);
+		ct_nack_done(e, m);
 		return SEND_DONE;
 	}
 	tr->poff = payload ? (uint64_t)((const uint8_t *)payload - e->base) : 0;
@@ -344,7 +344,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		m->t_first_tx = p->t_tx;
 		m->first_psn = h.psn;
 	}
-	nack_done(e, m);
+	ct_nack_done(e, m);
 	p->next_psn++;
 	m->sent += plen;
 	ct_stat_add(&e->st.tx_pkts, 1);
@@ -373,10 +373,10 @@ static int pull_rings(ct_engine_t *e)
 				if (m->kind == MK_FENCE) {
 					if (e->peers[m->peer].inflight)
 						break;
-					complete_msg(e, idx);
+					ct_complete_msg(e, idx);
 				} else {
 					e->peers[m->peer].inflight++;
-					fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
+					ct_fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
 					e->act_len[q]++;
 				}
 				n++;
@@ -384,7 +384,8 @@ static int pull_rings(ct_engine_t *e)
 			atomic_store_explicit(&r->head, head, memory_order_release);
 		}
 		while (e->resp_head[q] != CT_NIL) {
-			fifo_push(e, &e->act_head[q], &e->act_tail[q], fifo_pop(e, &e->resp_head[q], &e->resp_tail[q]));
+			ct_fifo_push(e, &e->act_head[q], &e->act_tail[q],
+				     ct_fifo_pop(e, &e->resp_head[q], &e->resp_tail[q]));
 			e->act_len[q]++;
 			n++;
 		}
@@ -402,7 +403,7 @@ static int send_some(ct_engine_t *e)
 		uint32_t q = (e->wrr_class + turn) % CT_QOS_CLASSES;
 		uint32_t budget = e->weights[q], tries = e->act_len[q];
 		while (budget && tries--) {
-			uint32_t idx = fifo_pop(e, &e->act_head[q], &e->act_tail[q]);
+			uint32_t idx = ct_fifo_pop(e, &e->act_head[q], &e->act_tail[q]);
 			ct_msg_t *m = &e->msgs[idx];
 			int rc = send_pkt(e, idx);
 			if (rc == SEND_FULL) {
@@ -418,11 +419,11 @@ static int send_some(ct_engine_t *e)
 				ct_peer_t *p = &e->peers[m->peer];
 				e->act_len[q]--;
 				if (m->need == 0) /* failed at send */
-					complete_msg(e, idx);
+					ct_complete_msg(e, idx);
 				else
-					fifo_push(e, &p->wait_head, &p->wait_tail, idx);
+					ct_fifo_push(e, &p->wait_head, &p->wait_tail, idx);
 			} else {
-				fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
+				ct_fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
 			}
 			if (rc != SEND_BLOCKED) {
 				budget--;
@@ -444,7 +445,7 @@ static int retransmit(ct_engine_t *e, ct_peer_t *p, uint32_t psn, uint64_t now)
 	int rc;
 
 	memcpy(buf, tr->hdr, sizeof(buf));
-	rc = xmit(e, p, buf, tr->plen ? e->base + tr->poff : NULL, tr->plen);
+	rc = ct_xmit(e, p, buf, tr->plen ? e->base + tr->poff : NULL, tr->plen);
 	if (rc == GICE_OK) {
 		tr->tries++;
 		tr->t_tx = now;
@@ -500,7 +501,7 @@ static void cwnd_cut(ct_engine_t *e, ct_peer_t *p, int timeout)
 	/* never below the receiver's ack interval, or a full window would wait for a timeout */
 	uint32_t floor = GICE_MIN(GICE_MAX(e->ack_every, 4u), e->credits);
 
-	if (!timeout && psn_before(p->acked_psn, p->recover))
+	if (!timeout && ct_psn_before(p->acked_psn, p->recover))
 		return; /* one cut per window of loss */
 	uint32_t flight = p->next_psn - p->acked_psn;
 	p->ssthresh = GICE_MAX(flight / 2, floor);
@@ -510,14 +511,14 @@ static void cwnd_cut(ct_engine_t *e, ct_peer_t *p, int timeout)
 }
 
 /* Complete the waiting messages whose every packet is below cum. */
-static void complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
+static void ct_complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
 {
-	while (p->wait_head != CT_NIL && psn_before(e->msgs[p->wait_head].last_psn, cum)) {
-		uint32_t idx = fifo_pop(e, &p->wait_head, &p->wait_tail);
+	while (p->wait_head != CT_NIL && ct_psn_before(e->msgs[p->wait_head].last_psn, cum)) {
+		uint32_t idx = ct_fifo_pop(e, &p->wait_head, &p->wait_tail);
 		ct_msg_t *m = &e->msgs[idx];
 		m->need &= (uint8_t)~NEED_ACK;
 		if (!m->need)
-			complete_msg(e, idx);
+			ct_complete_msg(e, idx);
 	}
 }
 
@@ -525,16 +526,16 @@ static void complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
  * (bit i: psn cum + 1 + i arrived). Credits and retransmission state move at once; messages
  * complete only once we have received everything the acker sent before the ACK, so a NACK (or
  * response) sent before it is always seen first, whatever the fabric reorders or drops. */
-static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint64_t sack)
+static void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint64_t sack)
 {
 	uint64_t now = gice_now_ns();
 
-	if (psn_before(p->next_psn, cum)) {
+	if (ct_psn_before(p->next_psn, cum)) {
 		gice_error("ct", "ack for psn %u from a peer we sent only %u packets: ignored", cum, p->next_psn);
 		ct_stat_add(&e->st.rx_bad, 1);
 		return;
 	}
-	if (psn_before(p->acked_psn, cum)) {
+	if (ct_psn_before(p->acked_psn, cum)) {
 		ct_txrec_t *last = &p->tx[(cum - 1) & p->tx_mask];
 		if (last->tries == 1 && now > last->t_tx) /* Karn: no samples from retransmissions */
 			rto_update(e, p, now - last->t_tx);
@@ -546,11 +547,11 @@ static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, u
 	}
 	/* an ACK older than one seen (the fabric may reorder them) says nothing new about the
 	 * window: its selective part could name slots reused by newer packets */
-	if (sack && !psn_before(cum, p->acked_psn) && atomic_load_explicit(&e->reliable, memory_order_relaxed)) {
+	if (sack && !ct_psn_before(cum, p->acked_psn) && atomic_load_explicit(&e->reliable, memory_order_relaxed)) {
 		uint32_t n = 0;
 		for (uint32_t i = 0; i < 64; i++) {
 			uint32_t psn = cum + 1 + i;
-			if (!psn_before(psn, p->next_psn))
+			if (!ct_psn_before(psn, p->next_psn))
 				break;
 			if ((sack >> i) & 1)
 				p->tx[psn & p->tx_mask].sacked = 1;
@@ -576,9 +577,9 @@ static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, u
 			ct_stat_add(&e->st.fast_retx, 1);
 		}
 	}
-	if (!psn_before(p->rx_next_psn, fence)) {
-		complete_upto(e, p, cum);
-	} else if (!p->ack_held || psn_before(p->held_cum, cum)) {
+	if (!ct_psn_before(p->rx_next_psn, fence)) {
+		ct_complete_upto(e, p, cum);
+	} else if (!p->ack_held || ct_psn_before(p->held_cum, cum)) {
 		p->ack_held = 1;
 		p->held_cum = cum;
 		p->held_fence = fence;
@@ -587,7 +588,7 @@ static void rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, u
 
 /* Retransmission timeouts: the oldest unacked packet of a peer waited past its RTO: send every
  * packet the receiver has not selectively acked again, and back off. */
-static int check_rto(ct_engine_t *e, uint64_t now)
+static int ct_check_rto(ct_engine_t *e, uint64_t now)
 {
 	int n = 0;
 
@@ -641,7 +642,7 @@ static void resp_done(ct_engine_t *e, uint32_t idx, int status)
 		m->status = status;
 	m->need &= (uint8_t)~NEED_RESP;
 	if (!m->need)
-		complete_msg(e, idx);
+		ct_complete_msg(e, idx);
 }
 
 /* Remember the counters a peer signals (a few, most recent first out): they are what this
@@ -696,7 +697,7 @@ static void apply_signal(ct_engine_t *e, uint32_t src, const ct_rx_slot_t *s)
 
 /* A request message has landed: weak signals apply now, strong ones once every earlier
  * message from this peer has landed. */
-static void landed(ct_engine_t *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s)
+static void ct_landed(ct_engine_t *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s)
 {
 	s->landed = 1;
 	if (s->status == GICE_OK && (s->flags & CT_HF_SIGNAL) && !(s->flags & CT_HF_STRONG))
@@ -718,7 +719,7 @@ static ct_rx_slot_t *rx_slot(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h)
 
 	if (s->id1 == h->msg_id + 1)
 		return s;
-	if (s->id1 || psn_before(h->msg_id, p->rx_landed) || h->msg_id - p->rx_landed >= CT_PEER_WIN) {
+	if (s->id1 || ct_psn_before(h->msg_id, p->rx_landed) || h->msg_id - p->rx_landed >= CT_PEER_WIN) {
 		gice_error("ct", "message %u from device %u is outside the receive window [%u, +%u)", h->msg_id,
 			   h->src_gid, p->rx_landed, CT_PEER_WIN);
 		return NULL;
@@ -732,7 +733,7 @@ static ct_rx_slot_t *rx_slot(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h)
 	return s;
 }
 
-static void rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
+static void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
 {
 	if (s->status == GICE_OK) {
 		/* once per message, with the values involved */
@@ -740,13 +741,13 @@ static void rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int stat
 			   h->src_gid, h->msg_id, (unsigned long long)h->rkey, (unsigned long long)h->roff,
 			   h->op == CT_PKT_GET_REQ ? (uint32_t)h->value : h->msg_len, gice_status_name(status));
 		s->status = status;
-		send_nack(e, h->src_gid, h->msg_id, status);
+		ct_send_nack(e, h->src_gid, h->msg_id, status);
 	}
 }
 
 /* Check the signal of a PUT or PUT_RTS (if it has one) before a byte of it is written. A bad one
  * fails the whole message: counted, logged (rate-limited) and NACKed once per message. */
-static int rx_signal_check(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h)
+static int ct_rx_signal_check(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h)
 {
 	int rc;
 
@@ -755,14 +756,14 @@ static int rx_signal_check(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h)
 	if (s->status == GICE_OK) {
 		signal_reject_log(e, h->src_gid, h->msg_id, h->sig_id, rc, "nothing written, NACK sent");
 		s->status = rc;
-		send_nack(e, h->src_gid, h->msg_id, rc);
+		ct_send_nack(e, h->src_gid, h->msg_id, rc);
 	}
 	return rc;
 }
 
 /* Queue a response (get data, atomic old value, rendezvous done) to request msg_id of device
  * gid; the caller fills in what else its kind needs. NULL when no response entry is free. */
-static ct_msg_t *queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
+static ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
 				uint64_t value, int status)
 {
 	uint32_t ri = e->resp_free;
@@ -784,12 +785,12 @@ static ct_msg_t *queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint
 	m->ticket = UINT64_MAX;
 	m->counter = TM_NONE;
 	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
-	fifo_push(e, &e->resp_head[m->qos], &e->resp_tail[m->qos], ri);
+	ct_fifo_push(e, &e->resp_head[m->qos], &e->resp_tail[m->qos], ri);
 	return m;
 }
 
 /* Post the rendezvous reads waiting for a fabric read slot. */
-static int post_reads(ct_engine_t *e)
+static int ct_post_reads(ct_engine_t *e)
 {
 	int n = 0;
 
@@ -817,35 +818,35 @@ static void rts_done(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 		if (status && s->status == GICE_OK)
 			s->status = status;
 		s->got = s->len;
-		landed(e, gid, p, s);
+		ct_landed(e, gid, p, s);
 	}
-	if (!queue_response(e, MK_PUT_DONE, gid, 0, msg_id, 0, status))
+	if (!ct_queue_response(e, MK_PUT_DONE, gid, 0, msg_id, 0, status))
 		gice_error("ct", "no response entry for PUT_DONE of message %u to device %u", msg_id, gid);
 }
 
 /* A rendezvous read ended. */
-static void read_done(ct_engine_t *e, struct ct_read *r, int status)
+static void ct_read_done(ct_engine_t *e, struct ct_read *r, int status)
 {
 	rts_done(e, r->gid, r->msg_id, status);
 	r->state = 0;
 	atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
 }
 
-static void rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
+static void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
 {
 	uint64_t off;
 	int rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
 	struct ct_read *r = NULL;
 
-	if (!rc && rx_signal_check(e, s, h)) {
-		landed(e, h->src_gid, p, s);
+	if (!rc && ct_rx_signal_check(e, s, h)) {
+		ct_landed(e, h->src_gid, p, s);
 		return;
 	}
 	if (!rc && p->map) {
 		/* NVLink plane: the initiator's memory is mapped here; the CT is the copy engine */
 		if (h->aux > p->map_size || h->msg_len > p->map_size - h->aux) {
-			rx_fail(e, s, h, GICE_ERR_OUT_OF_BOUNDS);
-			landed(e, h->src_gid, p, s);
+			ct_rx_fail(e, s, h, GICE_ERR_OUT_OF_BOUNDS);
+			ct_landed(e, h->src_gid, p, s);
 			return;
 		}
 		memcpy(e->base + off, p->map + h->aux, h->msg_len);
@@ -860,15 +861,15 @@ static void rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t
 	if (!rc && !r)
 		rc = GICE_ERR_AGAIN;
 	if (rc) {
-		rx_fail(e, s, h, rc);
-		landed(e, h->src_gid, p, s);
+		ct_rx_fail(e, s, h, rc);
+		ct_landed(e, h->src_gid, p, s);
 		return;
 	}
 	*r = (struct ct_read){.gid = h->src_gid, .msg_id = h->msg_id, .off = off, .len = h->msg_len,
 			      .src_off = h->aux, .state = 1};
 	e->reads_waiting++;
 	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed); /* keeps CT 0 polling */
-	post_reads(e);
+	ct_post_reads(e);
 }
 
 static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
@@ -886,16 +887,16 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 		/* the whole message range is checked at every packet: all or nothing lands */
 		rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
 		if (rc)
-			rx_fail(e, s, h, rc);
+			ct_rx_fail(e, s, h, rc);
 		/* and its signal counter: a put signalling no counter lands nothing */
-		else if (!rx_signal_check(e, s, h) && s->status == GICE_OK && h->payload_len)
+		else if (!ct_rx_signal_check(e, s, h) && s->status == GICE_OK && h->payload_len)
 			memcpy(e->base + off + h->moff, payload, h->payload_len);
 		s->got += h->payload_len;
 		if (s->got >= s->len && (h->payload_len || s->len == 0))
-			landed(e, h->src_gid, p, s);
+			ct_landed(e, h->src_gid, p, s);
 		return;
 	case CT_PKT_PUT_RTS:
-		rx_rts(e, p, s, h);
+		ct_rx_rts(e, p, s, h);
 		return;
 	case CT_PKT_GET_REQ:
 	case CT_PKT_ATOMIC_REQ: {
@@ -906,8 +907,8 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 		if (!rc && e->resp_free == CT_NIL)
 			rc = GICE_ERR_AGAIN;
 		if (rc) {
-			rx_fail(e, s, h, rc);
-			landed(e, h->src_gid, p, s);
+			ct_rx_fail(e, s, h, rc);
+			ct_landed(e, h->src_gid, p, s);
 			return;
 		}
 		if (h->op == CT_PKT_ATOMIC_REQ) {
@@ -917,16 +918,16 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 				atomic_compare_exchange_strong(w, &old, h->value); /* old value either way */
 			else
 				old = atomic_fetch_add(w, h->value);
-			queue_response(e, MK_AMO_RESP, h->src_gid, h->qos, h->msg_id, old, GICE_OK);
-			landed(e, h->src_gid, p, s);
+			ct_queue_response(e, MK_AMO_RESP, h->src_gid, h->qos, h->msg_id, old, GICE_OK);
+			ct_landed(e, h->src_gid, p, s);
 			return;
 		}
-		ct_msg_t *m = queue_response(e, MK_GET_RESP, h->src_gid, h->qos, h->msg_id, 0, GICE_OK);
+		ct_msg_t *m = ct_queue_response(e, MK_GET_RESP, h->src_gid, h->qos, h->msg_id, 0, GICE_OK);
 		m->src_off = off;
 		m->len = len;
 		/* cut responses to the requester's packet size (GET_REQ aux), never above ours */
 		m->mtu = (uint32_t)GICE_MIN((uint64_t)e->mtu_max, h->aux ? h->aux : e->mtu_max) - CT_HDR_BYTES;
-		landed(e, h->src_gid, p, s);
+		ct_landed(e, h->src_gid, p, s);
 		return;
 	}
 	}
@@ -970,7 +971,7 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 		resp_done(e, idx, GICE_OK);
 }
 
-static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
+static void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 {
 	ct_hdr_t h;
 	const char *why;
@@ -1014,7 +1015,7 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	ct_stat_add(&e->st.rx_bytes, h.payload_len);
 	switch (h.op) {
 	case CT_PKT_ACK:
-		rx_ack(e, p, h.psn, (uint32_t)h.value, h.aux);
+		ct_rx_ack(e, p, h.psn, (uint32_t)h.value, h.aux);
 		return;
 	case CT_PKT_HEARTBEAT:
 		return;
@@ -1028,7 +1029,7 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	uint32_t d = h.psn - p->rx_next_psn;
 	if ((int32_t)d < 0 || (d < CT_PSN_WIN && (p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] >> (h.psn % 64)) & 1)) {
 		ct_stat_add(&e->st.rx_dup, 1);
-		send_ack(e, h.src_gid);
+		ct_send_ack(e, h.src_gid);
 		return;
 	}
 	if (d >= CT_PSN_WIN) {
@@ -1054,15 +1055,15 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		rx_request(e, p, &h, buf + CT_HDR_BYTES);
 	}
 	/* an ack that waited for the packets we had not yet received from this peer */
-	if (p->ack_held && !psn_before(p->rx_next_psn, p->held_fence)) {
+	if (p->ack_held && !ct_psn_before(p->rx_next_psn, p->held_fence)) {
 		p->ack_held = 0;
-		complete_upto(e, p, p->held_cum);
+		ct_complete_upto(e, p, p->held_cum);
 	}
 	/* ack at every message end, every ack_thresh packets, and at once when this packet left a
 	 * hole (the selective ack lets the sender resend just the hole); whatever is left unacked
-	 * gets a delayed ack (flush_delayed_acks) */
+	 * gets a delayed ack (ct_flush_delayed_acks) */
 	if ((h.flags & CT_HF_LAST) || p->ack_unsent + 1 >= ack_thresh(e) || d != 0 || p->rx_next_psn != h.psn + 1) {
-		send_ack(e, h.src_gid); /* not sent now: flush_ctrl retries it */
+		ct_send_ack(e, h.src_gid); /* not sent now: flush_ctrl retries it */
 		return;
 	}
 	if (p->ack_unsent++ == 0) { /* only a packet left unacknowledged pays for the timer */
@@ -1074,7 +1075,7 @@ static void rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 }
 
 /* Send the ACKs owed for longer than ack_delay_ns (see there). */
-static int flush_delayed_acks(ct_engine_t *e, uint64_t now)
+static int ct_flush_delayed_acks(ct_engine_t *e, uint64_t now)
 {
 	uint64_t delay = ack_delay_ns(e), next = UINT64_MAX;
 	int n = 0;
@@ -1086,7 +1087,7 @@ static int flush_delayed_acks(ct_engine_t *e, uint64_t now)
 		if (!p->ack_unsent || p->ack_due) /* none owed, or already retried by flush_ctrl */
 			continue;
 		if (now - p->t_ack_wait >= delay) {
-			send_ack(e, g);
+			ct_send_ack(e, g);
 			n++;
 		} else if (p->t_ack_wait + delay < next) {
 			next = p->t_ack_wait + delay;
@@ -1099,7 +1100,7 @@ static int flush_delayed_acks(ct_engine_t *e, uint64_t now)
 /* ---------------------------------------------------------------- progress */
 
 /* Send what is queued (new messages, responses, held ACK/NACKs) up to the MPG's budget. */
-static int send_pending(ct_engine_t *e)
+static int ct_send_pending(ct_engine_t *e)
 {
 	int work = pull_rings(e);
 
@@ -1117,15 +1118,15 @@ int ct_link_progress(ct_engine_t *e)
 		return 0;
 	/* send first: a new request goes out before this pass pays for polling (a syscall on
 	 * socket providers) */
-	work = send_pending(e);
+	work = ct_send_pending(e);
 	n = fab_poll(e->attr.ep, ev, GICE_ARRAY_SIZE(ev));
 	atomic_store_explicit(&e->t_poll, gice_now_ns(), memory_order_relaxed);
 	for (int i = 0; i < n; i++) {
 		if (ev[i].type == FAB_EV_RX) {
-			rx_packet(e, ev[i].buf, ev[i].len);
+			ct_rx_packet(e, ev[i].buf, ev[i].len);
 			fab_release(e->attr.ep, ev[i].buf);
 		} else if (ev[i].type == FAB_EV_READ) {
-			read_done(e, ev[i].ctx, ev[i].status);
+			ct_read_done(e, ev[i].ctx, ev[i].status);
 		} else {
 			gice_warn("ct", "fabric error event: %s", gice_status_name(ev[i].status));
 		}
@@ -1134,15 +1135,15 @@ int ct_link_progress(ct_engine_t *e)
 		/* what arrived may have freed credits or queued responses: send them now */
 		work += n;
 		if (e->reads_waiting)
-			work += post_reads(e);
-		work += send_pending(e);
+			work += ct_post_reads(e);
+		work += ct_send_pending(e);
 	}
 	if (atomic_load_explicit(&e->acks_delayed, memory_order_relaxed))
-		work += flush_delayed_acks(e, gice_now_ns());
+		work += ct_flush_delayed_acks(e, gice_now_ns());
 	if (atomic_load_explicit(&e->reliable, memory_order_relaxed) && ct_link_busy(e)) {
 		uint64_t now = gice_now_ns();
 		if (now >= e->next_timer_ns) {
-			work += check_rto(e, now);
+			work += ct_check_rto(e, now);
 			e->next_timer_ns = now + e->rto_min_ns / 4;
 		}
 	}
@@ -1155,13 +1156,13 @@ static uint32_t act_take_peer(ct_engine_t *e, uint32_t q, uint32_t gid)
 {
 	uint32_t keep_h = CT_NIL, keep_t = CT_NIL, out = CT_NIL, idx;
 
-	while ((idx = fifo_pop(e, &e->act_head[q], &e->act_tail[q])) != CT_NIL) {
+	while ((idx = ct_fifo_pop(e, &e->act_head[q], &e->act_tail[q])) != CT_NIL) {
 		if (e->msgs[idx].peer == gid) {
 			e->act_len[q]--;
 			e->msgs[idx].next = out;
 			out = idx;
 		} else {
-			fifo_push(e, &keep_h, &keep_t, idx);
+			ct_fifo_push(e, &keep_h, &keep_t, idx);
 		}
 	}
 	e->act_head[q] = keep_h;
@@ -1178,10 +1179,10 @@ static void fail_msg(ct_engine_t *e, uint32_t idx, int status)
 	if (!m->status)
 		m->status = status;
 	m->need = 0;
-	nack_done(e, m);
+	ct_nack_done(e, m);
 	if (m->kind <= MK_AMO)
 		ct_stat_add(&e->st.timed_out, status == GICE_ERR_TIMED_OUT);
-	complete_msg(e, idx);
+	ct_complete_msg(e, idx);
 }
 
 /* Fail every operation of the link to peer gid (sent, being sent, or awaiting a response). */
@@ -1190,7 +1191,7 @@ static uint32_t fail_peer_msgs(ct_engine_t *e, uint32_t gid, int status)
 	ct_peer_t *p = &e->peers[gid];
 	uint32_t n = 0, idx;
 
-	while ((idx = fifo_pop(e, &p->wait_head, &p->wait_tail)) != CT_NIL) {
+	while ((idx = ct_fifo_pop(e, &p->wait_head, &p->wait_tail)) != CT_NIL) {
 		n += e->msgs[idx].kind <= MK_FENCE;
 		fail_msg(e, idx, status);
 	}
@@ -1234,7 +1235,7 @@ uint32_t ct_peer_fail(ct_engine_t *e, uint32_t gid, int status, const char *why)
 	}
 	p->acked_psn = p->next_psn;
 	p->ack_held = 0;
-	ack_owed_clear(e, p);
+	ct_ack_owed_clear(e, p);
 	if (p->ack_due) {
 		p->ack_due = 0;
 		e->acks_pending--;
@@ -1321,7 +1322,7 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 		int waiting = p->acked_psn != p->next_psn || p->done_upto != p->next_msg_id;
 		uint64_t stuck = p->acked_psn != p->next_psn ? since(now, p->t_progress) : 0;
 		if (silent <= e->timeout_ns && stuck <= e->timeout_ns) {
-			if (since(now, p->t_tx) >= e->hb_ns && send_ctrl(e, g, CT_PKT_HEARTBEAT, 0, 0, 0) == GICE_OK)
+			if (since(now, p->t_tx) >= e->hb_ns && ct_send_ctrl(e, g, CT_PKT_HEARTBEAT, 0, 0, 0) == GICE_OK)
 				p->t_tx = now;
 			continue;
 		}
@@ -1407,7 +1408,7 @@ void ct_link_bye(ct_engine_t *e)
 	ct_link_lock(e);
 	for (uint32_t g = 0; g < e->max_peers; g++)
 		if (e->peers[g].present && !e->peers[g].dead && g != e->attr.gid)
-			(void)send_ctrl(e, g, CT_PKT_BYE, 0, 0, 0);
+			(void)ct_send_ctrl(e, g, CT_PKT_BYE, 0, 0, 0);
 	ct_link_unlock(e);
 }
 
