@@ -461,15 +461,6 @@ static int ct_tile_step(ct_tile_t *t, int by_proxy)
 	return work;
 }
 
-static int ct_own_try(ct_tile_t *t) { return !atomic_exchange_explicit(&t->own, 1, memory_order_acquire); }
-static void ct_own_drop(ct_tile_t *t) { atomic_store_explicit(&t->own, 0, memory_order_release); }
-
-static void ct_nap_us(uint64_t us)
-{
-	struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
-	nanosleep(&ts, NULL);
-}
-
 /* Fault injection: sit out a scheduled stall (without owning the tile, as a hung tile would
  * leave its state). Returns 1 while stalled. */
 static int ct_injected_stall(ct_tile_t *t, uint64_t now)

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 
 #include "emu/ct_engine/ct_engine.h"
 #include "emu/ct_engine/ct_proto.h"
@@ -238,6 +239,42 @@ static inline void ct_link_lock(struct ct_engine *e)
 static inline void ct_link_unlock(struct ct_engine *e)
 {
 	atomic_store_explicit(&e->link_lock, 0, memory_order_release);
+}
+
+/* a before b in packet sequence order (psns wrap) */
+static inline int ct_psn_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+
+/* link-private FIFOs of message indices, linked through msg.next */
+static inline void ct_fifo_push(ct_engine_t *e, uint32_t *head, uint32_t *tail, uint32_t idx)
+{
+	e->msgs[idx].next = CT_NIL;
+	if (*tail == CT_NIL)
+		*head = idx;
+	else
+		e->msgs[*tail].next = idx;
+	*tail = idx;
+}
+
+static inline uint32_t ct_fifo_pop(ct_engine_t *e, uint32_t *head, uint32_t *tail)
+{
+	uint32_t idx = *head;
+
+	if (idx != CT_NIL) {
+		*head = e->msgs[idx].next;
+		if (*head == CT_NIL)
+			*tail = CT_NIL;
+	}
+	return idx;
+}
+
+/* A tile's step runs in one thread at a time: its CT thread or the host proxy (fallback). */
+static inline int ct_own_try(ct_tile_t *t) { return !atomic_exchange_explicit(&t->own, 1, memory_order_acquire); }
+static inline void ct_own_drop(ct_tile_t *t) { atomic_store_explicit(&t->own, 0, memory_order_release); }
+
+static inline void ct_nap_us(uint64_t us)
+{
+	struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+	nanosleep(&ts, NULL);
 }
 
 /* ct_link.c */

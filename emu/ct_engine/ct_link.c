@@ -17,8 +17,6 @@
 
 enum { SEND_OK, SEND_DONE, SEND_BLOCKED, SEND_FULL };
 
-static int ct_psn_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
-
 int ct_link_busy(ct_engine_t *e)
 {
 	/* a delayed ack is link work too: CT 0 keeps polling until it has gone out */
@@ -51,29 +49,6 @@ static void ct_ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
 		p->ack_unsent = 0;
 		atomic_fetch_sub_explicit(&e->acks_delayed, 1, memory_order_relaxed);
 	}
-}
-
-/* link-private FIFOs of message indices, linked through msg.next */
-static void ct_fifo_push(ct_engine_t *e, uint32_t *head, uint32_t *tail, uint32_t idx)
-{
-	e->msgs[idx].next = CT_NIL;
-	if (*tail == CT_NIL)
-		*head = idx;
-	else
-		e->msgs[*tail].next = idx;
-	*tail = idx;
-}
-
-static uint32_t ct_fifo_pop(ct_engine_t *e, uint32_t *head, uint32_t *tail)
-{
-	uint32_t idx = *head;
-
-	if (idx != CT_NIL) {
-		*head = e->msgs[idx].next;
-		if (*head == CT_NIL)
-			*tail = CT_NIL;
-	}
-	return idx;
 }
 
 /* ---------------------------------------------------------------- completion */
