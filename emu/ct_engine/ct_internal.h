@@ -288,6 +288,16 @@ int ct_link_watch(struct ct_engine *e, uint64_t now, ct_event_cb cb, void *arg);
 void ct_link_bye(struct ct_engine *e);
 void ct_link_cancel_all(struct ct_engine *e);
 int ct_link_busy(struct ct_engine *e);
+/* Queue a response to request msg_id of device gid (see there). NULL when no entry is free. */
+ct_msg_t *ct_queue_response(struct ct_engine *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
+			     uint64_t value, int status);
+void ct_landed(struct ct_engine *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s);
+void ct_rx_fail(struct ct_engine *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status);
+int ct_rx_signal_check(struct ct_engine *e, ct_rx_slot_t *s, const ct_hdr_t *h);
+/* ct_link_rndv.c: rendezvous puts at the target */
+void ct_rx_rts(struct ct_engine *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h);
+int ct_post_reads(struct ct_engine *e);
+void ct_read_done(struct ct_engine *e, struct ct_read *r, int status);
 /* ct_engine.c */
 void ct_msg_release(struct ct_engine *e, uint32_t idx);
 void ct_retire(struct ct_engine *e, uint32_t ct, uint64_t ticket);

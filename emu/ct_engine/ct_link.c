@@ -152,9 +152,6 @@ static void ct_send_ack(ct_engine_t *e, uint32_t gid)
 	}
 }
 
-static ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
-				uint64_t value, int status);
-
 /* A NACK is a sequenced response (retransmitted like data until acked). */
 static void ct_send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 {
@@ -672,7 +669,7 @@ static void apply_signal(ct_engine_t *e, uint32_t src, const ct_rx_slot_t *s)
 
 /* A request message has landed: weak signals apply now, strong ones once every earlier
  * message from this peer has landed. */
-static void ct_landed(ct_engine_t *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s)
+void ct_landed(ct_engine_t *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s)
 {
 	s->landed = 1;
 	if (s->status == GICE_OK && (s->flags & CT_HF_SIGNAL) && !(s->flags & CT_HF_STRONG))
@@ -708,7 +705,7 @@ static ct_rx_slot_t *rx_slot(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h)
 	return s;
 }
 
-static void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
+void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
 {
 	if (s->status == GICE_OK) {
 		/* once per message, with the values involved */
@@ -722,7 +719,7 @@ static void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int s
 
 /* Check the signal of a PUT or PUT_RTS (if it has one) before a byte of it is written. A bad one
  * fails the whole message: counted, logged (rate-limited) and NACKed once per message. */
-static int ct_rx_signal_check(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h)
+int ct_rx_signal_check(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h)
 {
 	int rc;
 
@@ -738,8 +735,8 @@ static int ct_rx_signal_check(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h
 
 /* Queue a response (get data, atomic old value, rendezvous done) to request msg_id of device
  * gid; the caller fills in what else its kind needs. NULL when no response entry is free. */
-static ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
-				uint64_t value, int status)
+ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
+			     uint64_t value, int status)
 {
 	uint32_t ri = e->resp_free;
 
@@ -762,89 +759,6 @@ static ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, u
 	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
 	ct_fifo_push(e, &e->resp_head[m->qos], &e->resp_tail[m->qos], ri);
 	return m;
-}
-
-/* Post the rendezvous reads waiting for a fabric read slot. */
-static int ct_post_reads(ct_engine_t *e)
-{
-	int n = 0;
-
-	for (uint32_t i = 0; e->reads_waiting && i < FAB_READS_MAX; i++) {
-		struct ct_read *r = &e->reads[i];
-		if (r->state != 1)
-			continue;
-		if (fab_read(e->attr.ep, e->peers[r->gid].addr, r->off, r->len, &e->peers[r->gid].mr, r->src_off, r) ==
-		    GICE_ERR_AGAIN)
-			break;
-		r->state = 2;
-		e->reads_waiting--;
-		n++;
-	}
-	return n;
-}
-
-/* The data of a rendezvous put is in place (or failed): it has landed; tell the initiator. */
-static void rts_done(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
-{
-	ct_peer_t *p = &e->peers[gid];
-	ct_rx_slot_t *s = &p->rx[msg_id & (CT_PEER_WIN - 1)];
-
-	if (s->id1 == msg_id + 1) {
-		if (status && s->status == GICE_OK)
-			s->status = status;
-		s->got = s->len;
-		ct_landed(e, gid, p, s);
-	}
-	if (!ct_queue_response(e, MK_PUT_DONE, gid, 0, msg_id, 0, status))
-		gice_error("ct", "no response entry for PUT_DONE of message %u to device %u", msg_id, gid);
-}
-
-/* A rendezvous read ended. */
-static void ct_read_done(ct_engine_t *e, struct ct_read *r, int status)
-{
-	rts_done(e, r->gid, r->msg_id, status);
-	r->state = 0;
-	atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
-}
-
-static void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
-{
-	uint64_t off;
-	int rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
-	struct ct_read *r = NULL;
-
-	if (!rc && ct_rx_signal_check(e, s, h)) {
-		ct_landed(e, h->src_gid, p, s);
-		return;
-	}
-	if (!rc && p->map) {
-		/* NVLink plane: the initiator's memory is mapped here; the CT is the copy engine */
-		if (h->aux > p->map_size || h->msg_len > p->map_size - h->aux) {
-			ct_rx_fail(e, s, h, GICE_ERR_OUT_OF_BOUNDS);
-			ct_landed(e, h->src_gid, p, s);
-			return;
-		}
-		memcpy(e->base + off, p->map + h->aux, h->msg_len);
-		rts_done(e, h->src_gid, h->msg_id, GICE_OK);
-		return;
-	}
-	if (!rc && !e->rma)
-		rc = GICE_ERR_UNSUPPORTED;
-	for (uint32_t i = 0; !rc && i < FAB_READS_MAX && !r; i++)
-		if (e->reads[i].state == 0)
-			r = &e->reads[i];
-	if (!rc && !r)
-		rc = GICE_ERR_AGAIN;
-	if (rc) {
-		ct_rx_fail(e, s, h, rc);
-		ct_landed(e, h->src_gid, p, s);
-		return;
-	}
-	*r = (struct ct_read){.gid = h->src_gid, .msg_id = h->msg_id, .off = off, .len = h->msg_len,
-			      .src_off = h->aux, .state = 1};
-	e->reads_waiting++;
-	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed); /* keeps CT 0 polling */
-	ct_post_reads(e);
 }
 
 static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
