@@ -294,6 +294,14 @@ ct_msg_t *ct_queue_response(struct ct_engine *e, uint8_t kind, uint32_t gid, uin
 void ct_landed(struct ct_engine *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s);
 void ct_rx_fail(struct ct_engine *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status);
 int ct_rx_signal_check(struct ct_engine *e, ct_rx_slot_t *s, const ct_hdr_t *h);
+/* Hand one encoded packet to the fabric, with its CRC32C when checksums are on. */
+int ct_xmit(struct ct_engine *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen);
+void ct_complete_msg(struct ct_engine *e, uint32_t idx);
+/* ct_link_rel.c: acks, retransmission, congestion window */
+void ct_rx_ack(struct ct_engine *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint64_t sack);
+/* Complete the waiting messages to p whose every packet is below cum. */
+void ct_complete_upto(struct ct_engine *e, ct_peer_t *p, uint32_t cum);
+int ct_check_rto(struct ct_engine *e, uint64_t now);
 /* ct_link_rndv.c: rendezvous puts at the target */
 void ct_rx_rts(struct ct_engine *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h);
 int ct_post_reads(struct ct_engine *e);

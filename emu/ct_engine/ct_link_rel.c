@@ -1,0 +1,190 @@
+/* ct_link_rel.c: the link's reliability on the sending side — ACK processing (cumulative and
+ * selective), retransmission timeouts (RFC 6298 estimate, backoff), fast retransmit and the
+ * congestion window. Retransmission is on in reliable mode (GICE_RELIABLE); ACKs always
+ * complete messages. Runs under the link lock. */
+#include "emu/ct_engine/ct_internal.h"
+
+#include <string.h>
+
+/* Send packet psn to peer again, from its record. */
+static int retransmit(ct_engine_t *e, ct_peer_t *p, uint32_t psn, uint64_t now)
+{
+	ct_txrec_t *tr = &p->tx[psn & p->tx_mask];
+	uint8_t buf[CT_HDR_BYTES];
+	int rc;
+
+	memcpy(buf, tr->hdr, sizeof(buf));
+	rc = ct_xmit(e, p, buf, tr->plen ? e->base + tr->poff : NULL, tr->plen);
+	if (rc == GICE_OK) {
+		tr->tries++;
+		tr->t_tx = now;
+		p->retx++;
+		ct_stat_add(&e->st.retransmits, 1);
+	} else if (rc == GICE_ERR_AGAIN) {
+		ct_stat_add(&e->st.tx_again, 1);
+	}
+	return rc;
+}
+
+static void rto_update(ct_engine_t *e, ct_peer_t *p, uint64_t rtt)
+{
+	/* RFC 6298 with alpha 1/8, beta 1/4 */
+	if (!p->srtt) {
+		p->srtt = rtt;
+		p->rttvar = rtt / 2;
+	} else {
+		uint64_t d = rtt > p->srtt ? rtt - p->srtt : p->srtt - rtt;
+		p->rttvar = (3 * p->rttvar + d) / 4;
+		p->srtt = (7 * p->srtt + rtt) / 8;
+	}
+	p->rto = GICE_MAX(e->rto_min_ns, GICE_MIN(e->rto_max_ns, p->srtt + 4 * p->rttvar));
+}
+
+static uint64_t peer_rto(const ct_engine_t *e, const ct_peer_t *p)
+{
+	uint64_t rto = p->rto ? p->rto : e->rto_min_ns * 4;
+
+	return GICE_MIN(e->rto_max_ns, rto << GICE_MIN(p->backoff, 10u));
+}
+
+/* Congestion control (reliable mode only; a reliable provider does its own): additive increase,
+ * multiplicative decrease of the window of packets in flight, as TCP Reno. A datagram socket
+ * overflows silently when too much is in flight; the window finds what the path holds. */
+static void cwnd_grow(ct_engine_t *e, ct_peer_t *p, uint32_t acked)
+{
+	if (p->cwnd < p->ssthresh) {
+		p->cwnd += acked; /* slow start */
+	} else {
+		p->cwnd_frac += acked;
+		while (p->cwnd_frac >= p->cwnd) {
+			p->cwnd_frac -= p->cwnd;
+			p->cwnd++;
+		}
+	}
+	if (p->cwnd > e->credits)
+		p->cwnd = e->credits;
+}
+
+static void cwnd_cut(ct_engine_t *e, ct_peer_t *p, int timeout)
+{
+	/* never below the receiver's ack interval, or a full window would wait for a timeout */
+	uint32_t floor = GICE_MIN(GICE_MAX(e->ack_every, 4u), e->credits);
+
+	if (!timeout && ct_psn_before(p->acked_psn, p->recover))
+		return; /* one cut per window of loss */
+	uint32_t flight = p->next_psn - p->acked_psn;
+	p->ssthresh = GICE_MAX(flight / 2, floor);
+	p->cwnd = timeout ? floor : p->ssthresh;
+	p->cwnd_frac = 0;
+	p->recover = p->next_psn;
+}
+
+/* Complete the waiting messages whose every packet is below cum. */
+void ct_complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
+{
+	while (p->wait_head != CT_NIL && ct_psn_before(e->msgs[p->wait_head].last_psn, cum)) {
+		uint32_t idx = ct_fifo_pop(e, &p->wait_head, &p->wait_tail);
+		ct_msg_t *m = &e->msgs[idx];
+		m->need &= (uint8_t)~NEED_ACK;
+		if (!m->need)
+			ct_complete_msg(e, idx);
+	}
+}
+
+/* An ACK: cum (every psn below it arrived), fence (the acker's next psn towards us) and sack
+ * (bit i: psn cum + 1 + i arrived). Credits and retransmission state move at once; messages
+ * complete only once we have received everything the acker sent before the ACK, so a NACK (or
+ * response) sent before it is always seen first, whatever the fabric reorders or drops. */
+void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint64_t sack)
+{
+	uint64_t now = gice_now_ns();
+
+	if (ct_psn_before(p->next_psn, cum)) {
+		gice_error("ct", "ack for psn %u from a peer we sent only %u packets: ignored", cum, p->next_psn);
+		ct_stat_add(&e->st.rx_bad, 1);
+		return;
+	}
+	if (ct_psn_before(p->acked_psn, cum)) {
+		ct_txrec_t *last = &p->tx[(cum - 1) & p->tx_mask];
+		if (last->tries == 1 && now > last->t_tx) /* Karn: no samples from retransmissions */
+			rto_update(e, p, now - last->t_tx);
+		cwnd_grow(e, p, cum - p->acked_psn);
+		p->acked_psn = cum;
+		p->backoff = 0;
+		p->t_progress = now;
+		tm_progress(e->attr.tm); /* waits on this device measure stalls, not durations */
+	}
+	/* an ACK older than one seen (the fabric may reorder them) says nothing new about the
+	 * window: its selective part could name slots reused by newer packets */
+	if (sack && !ct_psn_before(cum, p->acked_psn) && atomic_load_explicit(&e->reliable, memory_order_relaxed)) {
+		uint32_t n = 0;
+		for (uint32_t i = 0; i < 64; i++) {
+			uint32_t psn = cum + 1 + i;
+			if (!ct_psn_before(psn, p->next_psn))
+				break;
+			if ((sack >> i) & 1)
+				p->tx[psn & p->tx_mask].sacked = 1;
+			n++;
+		}
+		/* fast retransmit: a packet is lost once three packets sent after it have arrived
+		 * (dupthresh); send it again at most once per retransmission timeout */
+		uint32_t above = 0, cut = 0;
+		uint64_t rto = peer_rto(e, p);
+		for (uint32_t i = n + 1; i-- > 0;) {
+			uint32_t psn = cum + i;
+			ct_txrec_t *tr = &p->tx[psn & p->tx_mask];
+			if (tr->sacked && psn != cum) {
+				above++;
+				continue;
+			}
+			if (above < 3 || (tr->tries > 1 && now - tr->t_tx < rto))
+				continue;
+			if (!cut++)
+				cwnd_cut(e, p, 0);
+			if (retransmit(e, p, psn, now) != GICE_OK)
+				break;
+			ct_stat_add(&e->st.fast_retx, 1);
+		}
+	}
+	if (!ct_psn_before(p->rx_next_psn, fence)) {
+		ct_complete_upto(e, p, cum);
+	} else if (!p->ack_held || ct_psn_before(p->held_cum, cum)) {
+		p->ack_held = 1;
+		p->held_cum = cum;
+		p->held_fence = fence;
+	}
+}
+
+/* Retransmission timeouts: the oldest unacked packet of a peer waited past its RTO: send every
+ * packet the receiver has not selectively acked again, and back off. */
+int ct_check_rto(ct_engine_t *e, uint64_t now)
+{
+	int n = 0;
+
+	for (uint32_t g = 0; g < e->max_peers; g++) {
+		ct_peer_t *p = &e->peers[g];
+		if (!p->present || p->dead || p->acked_psn == p->next_psn)
+			continue;
+		ct_txrec_t *oldest = &p->tx[p->acked_psn & p->tx_mask];
+		uint64_t rto = peer_rto(e, p);
+		if (now - oldest->t_tx < rto)
+			continue;
+		ct_stat_add(&e->st.rto_expired, 1);
+		p->backoff++;
+		cwnd_cut(e, p, 1);
+		/* send again the oldest packets the receiver lacks, a window's worth (slow start
+		 * restarts from there; selective acks recover the rest) */
+		uint32_t budget = p->cwnd;
+		for (uint32_t psn = p->acked_psn; psn != p->next_psn && budget; psn++) {
+			ct_txrec_t *tr = &p->tx[psn & p->tx_mask];
+			/* the cumulative point itself is missing by definition, whatever a sack said */
+			if ((tr->sacked && psn != p->acked_psn) || now - tr->t_tx < rto)
+				continue;
+			if (retransmit(e, p, psn, now) != GICE_OK)
+				break;
+			budget--;
+			n++;
+		}
+	}
+	return n;
+}
