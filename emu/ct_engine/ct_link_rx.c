@@ -1,0 +1,391 @@
+/* ct_link_rx.c: the link's receive path — checksum and header validation, the sequence window,
+ * requests (put data written only after its key, bounds and signal counter are checked; get and
+ * atomic served), responses and NACKs matched to their requests, signals applied once a message
+ * has landed, and when to acknowledge (at once, or a delayed ACK). Runs under the link lock. */
+#include "emu/ct_engine/ct_internal.h"
+
+#include <string.h>
+
+/* Received packets that make the receiver acknowledge at once: GICE_CT_ACK_EVERY, but never more
+ * than half the sender's window (GICE_CT_CREDITS), so a window smaller than the ack interval
+ * cannot close with every packet in it received and none acknowledged — and the sender gets the
+ * ACK while it still has the other half to send. */
+static uint32_t ack_thresh(const ct_engine_t *e)
+{
+	return GICE_MIN(e->ack_every, GICE_MAX(e->credits / 2, 1u));
+}
+
+/* Delayed ack: packets received and not yet acknowledged get an ACK after this long whatever the
+ * counts (a sender whose window is smaller than this device's settings assume, e.g. another
+ * process with a smaller GICE_CT_CREDITS). A quarter of GICE_RTO_MIN_US: well below the sender's
+ * retransmission timeout. */
+static uint64_t ack_delay_ns(const ct_engine_t *e)
+{
+	return e->rto_min_ns / 4;
+}
+
+static ct_msg_t *req_by_id(ct_engine_t *e, ct_peer_t *p, uint64_t msg_id, uint8_t kind, uint32_t *idx)
+{
+	uint32_t slot = p->by_id[msg_id & (CT_PEER_WIN - 1)];
+	ct_msg_t *m;
+
+	if (!slot)
+		return NULL;
+	m = &e->msgs[slot - 1];
+	if (m->msg_id != msg_id || (kind != 0xff && m->kind != kind))
+		return NULL;
+	*idx = slot - 1;
+	return m;
+}
+
+static void resp_done(ct_engine_t *e, uint32_t idx, int status)
+{
+	ct_msg_t *m = &e->msgs[idx];
+
+	if (status && !m->status)
+		m->status = status;
+	m->need &= (uint8_t)~NEED_RESP;
+	if (!m->need)
+		ct_complete_msg(e, idx);
+}
+
+/* Remember the counters a peer signals (a few, most recent first out): they are what this
+ * device waits on for that peer. */
+static void note_signal(ct_peer_t *p, uint32_t sig)
+{
+	for (uint32_t i = 0; i < CT_SIG_RECENT; i++)
+		if (p->sig_recent[i] == sig + 1)
+			return;
+	p->sig_recent[p->sig_next++ % CT_SIG_RECENT] = sig + 1;
+}
+
+/* Log a rejected signal: per-message path, rate-limited, with the count so far. */
+static void signal_reject_log(ct_engine_t *e, uint32_t src, uint32_t msg_id, uint32_t sig_id, int status,
+			      const char *what)
+{
+	uint64_t n = atomic_fetch_add_explicit(&e->st.rx_bad_signal, 1, memory_order_relaxed);
+
+	if (n < 10 || n % 1000 == 0)
+		gice_warn("ct", "device %u: put from device %u (msg %u) signals counter %u, %s (signal counters are "
+			  "the allocated ids in %u..%u): %s (%llu so far)", e->attr.gid, src, msg_id, sig_id,
+			  status == GICE_ERR_NOT_FOUND ? "which is not allocated" : "which is reserved or out of range",
+			  e->attr.n_cts, e->n_counters - 1, what, (unsigned long long)n + 1);
+}
+
+/* GICE_OK if counter id may take a signal: one of this device's allocatable ids (not reserved,
+ * in range: else GICE_ERR_INVALID) that is allocated now (else GICE_ERR_NOT_FOUND). The
+ * allocation is known in the process that created the trigger memory, where the CT runs; a region
+ * attached from elsewhere cannot tell, and then only the range is checked. */
+static int signal_ok(const ct_engine_t *e, uint32_t id)
+{
+	if (id < e->attr.n_cts || id >= e->n_counters)
+		return GICE_ERR_INVALID;
+	return tm_counter_allocated(e->attr.tm, id) == 0 ? GICE_ERR_NOT_FOUND : GICE_OK;
+}
+
+static void apply_signal(ct_engine_t *e, uint32_t src, const ct_rx_slot_t *s)
+{
+	int rc = signal_ok(e, s->sig_id);
+
+	/* validated at every packet; only a counter freed since (a strong signal waits) gets here */
+	if (rc) {
+		signal_reject_log(e, src, s->id1 - 1, s->sig_id, rc, "freed after the put was accepted; not applied");
+		return;
+	}
+	if (s->flags & CT_HF_SIG_ADD)
+		tm_counter_add(e->attr.tm, s->sig_id, s->value);
+	else
+		tm_counter_set(e->attr.tm, s->sig_id, s->value);
+	note_signal(&e->peers[src], s->sig_id);
+}
+
+/* A request message has landed: weak signals apply now, strong ones once every earlier
+ * message from this peer has landed. */
+void ct_landed(ct_engine_t *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s)
+{
+	s->landed = 1;
+	if (s->status == GICE_OK && (s->flags & CT_HF_SIGNAL) && !(s->flags & CT_HF_STRONG))
+		apply_signal(e, src, s);
+	for (;;) {
+		ct_rx_slot_t *h = &p->rx[p->rx_landed & (CT_PEER_WIN - 1)];
+		if (h->id1 != p->rx_landed + 1 || !h->landed)
+			break;
+		if (h->status == GICE_OK && (h->flags & CT_HF_STRONG))
+			apply_signal(e, src, h);
+		h->id1 = 0;
+		p->rx_landed++;
+	}
+}
+
+static ct_rx_slot_t *rx_slot(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h)
+{
+	ct_rx_slot_t *s = &p->rx[h->msg_id & (CT_PEER_WIN - 1)];
+
+	if (s->id1 == h->msg_id + 1)
+		return s;
+	if (s->id1 || ct_psn_before(h->msg_id, p->rx_landed) || h->msg_id - p->rx_landed >= CT_PEER_WIN) {
+		gice_error("ct", "message %u from device %u is outside the receive window [%u, +%u)", h->msg_id,
+			   h->src_gid, p->rx_landed, CT_PEER_WIN);
+		return NULL;
+	}
+	memset(s, 0, sizeof(*s));
+	s->id1 = h->msg_id + 1;
+	s->len = h->msg_len;
+	s->flags = h->flags;
+	s->sig_id = h->sig_id;
+	s->value = h->value;
+	return s;
+}
+
+void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
+{
+	if (s->status == GICE_OK) {
+		/* once per message, with the values involved */
+		gice_error("ct", "%s from device %u (msg %u): key 0x%llx offset %llu length %u: %s", ct_pkt_name(h->op),
+			   h->src_gid, h->msg_id, (unsigned long long)h->rkey, (unsigned long long)h->roff,
+			   h->op == CT_PKT_GET_REQ ? (uint32_t)h->value : h->msg_len, gice_status_name(status));
+		s->status = status;
+		ct_send_nack(e, h->src_gid, h->msg_id, status);
+	}
+}
+
+/* Check the signal of a PUT or PUT_RTS (if it has one) before a byte of it is written. A bad one
+ * fails the whole message: counted, logged (rate-limited) and NACKed once per message. */
+int ct_rx_signal_check(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h)
+{
+	int rc;
+
+	if (!(h->flags & CT_HF_SIGNAL) || !(rc = signal_ok(e, h->sig_id)))
+		return GICE_OK;
+	if (s->status == GICE_OK) {
+		signal_reject_log(e, h->src_gid, h->msg_id, h->sig_id, rc, "nothing written, NACK sent");
+		s->status = rc;
+		ct_send_nack(e, h->src_gid, h->msg_id, rc);
+	}
+	return rc;
+}
+
+static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
+{
+	ct_rx_slot_t *s = rx_slot(e, p, h);
+	uint64_t off;
+	int rc;
+
+	if (!s) {
+		ct_stat_add(&e->st.rx_bad, 1);
+		return;
+	}
+	switch (h->op) {
+	case CT_PKT_PUT:
+		/* the whole message range is checked at every packet: all or nothing lands */
+		rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
+		if (rc)
+			ct_rx_fail(e, s, h, rc);
+		/* and its signal counter: a put signalling no counter lands nothing */
+		else if (!ct_rx_signal_check(e, s, h) && s->status == GICE_OK && h->payload_len)
+			memcpy(e->base + off + h->moff, payload, h->payload_len);
+		s->got += h->payload_len;
+		if (s->got >= s->len && (h->payload_len || s->len == 0))
+			ct_landed(e, h->src_gid, p, s);
+		return;
+	case CT_PKT_PUT_RTS:
+		ct_rx_rts(e, p, s, h);
+		return;
+	case CT_PKT_GET_REQ:
+	case CT_PKT_ATOMIC_REQ: {
+		uint64_t len = h->op == CT_PKT_GET_REQ ? h->value : 8;
+		rc = len > UINT32_MAX ? GICE_ERR_INVALID : hbm_translate_key(e->attr.hbm, h->rkey, h->roff, len, &off);
+		if (!rc && h->op == CT_PKT_ATOMIC_REQ && (off & 7))
+			rc = GICE_ERR_INVALID;
+		if (!rc && e->resp_free == CT_NIL)
+			rc = GICE_ERR_AGAIN;
+		if (rc) {
+			ct_rx_fail(e, s, h, rc);
+			ct_landed(e, h->src_gid, p, s);
+			return;
+		}
+		if (h->op == CT_PKT_ATOMIC_REQ) {
+			_Atomic uint64_t *w = (_Atomic uint64_t *)(e->base + off);
+			uint64_t old = h->aux;
+			if (h->flags & CT_HF_CSWAP)
+				atomic_compare_exchange_strong(w, &old, h->value); /* old value either way */
+			else
+				old = atomic_fetch_add(w, h->value);
+			ct_queue_response(e, MK_AMO_RESP, h->src_gid, h->qos, h->msg_id, old, GICE_OK);
+			ct_landed(e, h->src_gid, p, s);
+			return;
+		}
+		ct_msg_t *m = ct_queue_response(e, MK_GET_RESP, h->src_gid, h->qos, h->msg_id, 0, GICE_OK);
+		m->src_off = off;
+		m->len = len;
+		/* cut responses to the requester's packet size (GET_REQ aux), never above ours */
+		m->mtu = (uint32_t)GICE_MIN((uint64_t)e->mtu_max, h->aux ? h->aux : e->mtu_max) - CT_HDR_BYTES;
+		ct_landed(e, h->src_gid, p, s);
+		return;
+	}
+	}
+}
+
+static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
+{
+	uint32_t idx;
+	uint8_t kind = h->op == CT_PKT_GET_RESP ? MK_GET : h->op == CT_PKT_PUT_DONE ? MK_PUT : MK_AMO;
+	ct_msg_t *m = req_by_id(e, p, h->aux, kind, &idx);
+
+	if (!m || !(m->need & NEED_RESP)) {
+		gice_error("ct", "%s from device %u for unknown request %llu: dropped", ct_pkt_name(h->op), h->src_gid,
+			   (unsigned long long)h->aux);
+		ct_stat_add(&e->st.rx_bad, 1);
+		return;
+	}
+	if (h->status) {
+		resp_done(e, idx, h->status);
+		return;
+	}
+	if (h->op == CT_PKT_PUT_DONE) {
+		resp_done(e, idx, GICE_OK);
+		return;
+	}
+	if (h->op == CT_PKT_ATOMIC_RESP) {
+		if (!(m->rflags & CT_RF_NO_RESULT))
+			memcpy(e->base + m->src_off, &h->value, 8);
+		resp_done(e, idx, GICE_OK);
+		return;
+	}
+	if (h->msg_len != m->len) {
+		gice_error("ct", "get response of %u bytes for a get of %llu: dropped", h->msg_len,
+			   (unsigned long long)m->len);
+		ct_stat_add(&e->st.rx_bad, 1);
+		return;
+	}
+	memcpy(e->base + m->src_off + h->moff, payload, h->payload_len);
+	m->recvd += h->payload_len;
+	if (m->recvd >= m->len)
+		resp_done(e, idx, GICE_OK);
+}
+
+void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
+{
+	ct_hdr_t h;
+	const char *why;
+	ct_peer_t *p;
+
+	/* the checksum first (when on, or claimed): a corrupted header is a checksum failure */
+	if ((atomic_load_explicit(&e->csum, memory_order_relaxed) ||
+	     (len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM))) &&
+	    !((buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM) && ct_proto_csum_ok(buf, len))) {
+		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_csum_bad, 1, memory_order_relaxed);
+		if (n < 10 || n % 1000 == 0) /* per-packet path: rate-limited */
+			gice_warn("ct", "dropped a packet of %zu bytes: %s (%llu so far)", len,
+				  len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM)
+					  ? "CRC32C mismatch" : "no checksum (GICE_CHECKSUM is on)",
+				  (unsigned long long)n + 1);
+		return;
+	}
+	if (ct_proto_parse(buf, len, &h, &why)) {
+		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_bad, 1, memory_order_relaxed);
+		if (n < 10 || n % 1000 == 0)
+			gice_warn("ct", "dropped a malformed packet of %zu bytes: %s (%llu so far)", len, why,
+				  (unsigned long long)n + 1);
+		return;
+	}
+	if (h.src_gid < e->max_peers && e->peers[h.src_gid].dead && h.dst_gid == e->attr.gid &&
+	    (h.op == CT_PKT_BYE || h.op == CT_PKT_HEARTBEAT || h.op == CT_PKT_ACK))
+		return; /* late control packets of a peer we gave up on */
+	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present ||
+	    e->peers[h.src_gid].dead) {
+		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_unknown, 1, memory_order_relaxed);
+		if (n < 10 || n % 1000 == 0)
+			gice_warn("ct", "dropped %s from device %u to device %u (this is device %u%s; %llu so far)",
+				  ct_pkt_name(h.op), h.src_gid, h.dst_gid, e->attr.gid,
+				  h.src_gid < e->max_peers && e->peers[h.src_gid].dead ? ", sender declared dead" : "",
+				  (unsigned long long)n + 1);
+		return;
+	}
+	p = &e->peers[h.src_gid];
+	p->t_rx = gice_now_ns();
+	ct_stat_add(&e->st.rx_pkts, 1);
+	ct_stat_add(&e->st.rx_bytes, h.payload_len);
+	switch (h.op) {
+	case CT_PKT_ACK:
+		ct_rx_ack(e, p, h.psn, (uint32_t)h.value, h.aux);
+		return;
+	case CT_PKT_HEARTBEAT:
+		return;
+	case CT_PKT_BYE:
+		ct_peer_fail(e, h.src_gid, GICE_ERR_PEER_DEAD, "closed its device");
+		return;
+	}
+
+	tm_progress(e->attr.tm);
+	/* sequenced packets: each psn is processed once */
+	uint32_t d = h.psn - p->rx_next_psn;
+	if ((int32_t)d < 0 || (d < CT_PSN_WIN && (p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] >> (h.psn % 64)) & 1)) {
+		ct_stat_add(&e->st.rx_dup, 1);
+		ct_send_ack(e, h.src_gid);
+		return;
+	}
+	if (d >= CT_PSN_WIN) {
+		ct_stat_add(&e->st.rx_bad, 1);
+		gice_warn("ct", "psn %u from device %u is beyond the window (next %u): dropped", h.psn, h.src_gid,
+			  p->rx_next_psn);
+		return;
+	}
+	p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] |= 1ull << (h.psn % 64);
+	while ((p->rx_seen[(p->rx_next_psn / 64) % (CT_PSN_WIN / 64)] >> (p->rx_next_psn % 64)) & 1) {
+		p->rx_seen[(p->rx_next_psn / 64) % (CT_PSN_WIN / 64)] &= ~(1ull << (p->rx_next_psn % 64));
+		p->rx_next_psn++;
+	}
+
+	if (h.op == CT_PKT_NACK) {
+		uint32_t idx;
+		ct_msg_t *m = req_by_id(e, p, h.msg_id, 0xff, &idx);
+		if (m && h.status < 0)
+			resp_done(e, idx, h.status);
+	} else if (h.op == CT_PKT_GET_RESP || h.op == CT_PKT_ATOMIC_RESP || h.op == CT_PKT_PUT_DONE) {
+		rx_response(e, p, &h, buf + CT_HDR_BYTES);
+	} else {
+		rx_request(e, p, &h, buf + CT_HDR_BYTES);
+	}
+	/* an ack that waited for the packets we had not yet received from this peer */
+	if (p->ack_held && !ct_psn_before(p->rx_next_psn, p->held_fence)) {
+		p->ack_held = 0;
+		ct_complete_upto(e, p, p->held_cum);
+	}
+	/* ack at every message end, every ack_thresh packets, and at once when this packet left a
+	 * hole (the selective ack lets the sender resend just the hole); whatever is left unacked
+	 * gets a delayed ack (ct_flush_delayed_acks) */
+	if ((h.flags & CT_HF_LAST) || p->ack_unsent + 1 >= ack_thresh(e) || d != 0 || p->rx_next_psn != h.psn + 1) {
+		ct_send_ack(e, h.src_gid); /* not sent now: flush_ctrl retries it */
+		return;
+	}
+	if (p->ack_unsent++ == 0) { /* only a packet left unacknowledged pays for the timer */
+		p->t_ack_wait = p->t_rx;
+		atomic_fetch_add_explicit(&e->acks_delayed, 1, memory_order_relaxed);
+		if (e->dack_next_ns > p->t_rx + ack_delay_ns(e))
+			e->dack_next_ns = p->t_rx + ack_delay_ns(e);
+	}
+}
+
+/* Send the ACKs owed for longer than ack_delay_ns (see there). */
+int ct_flush_delayed_acks(ct_engine_t *e, uint64_t now)
+{
+	uint64_t delay = ack_delay_ns(e), next = UINT64_MAX;
+	int n = 0;
+
+	if (now < e->dack_next_ns)
+		return 0;
+	for (uint32_t g = 0; g < e->max_peers; g++) {
+		ct_peer_t *p = &e->peers[g];
+		if (!p->ack_unsent || p->ack_due) /* none owed, or already retried by flush_ctrl */
+			continue;
+		if (now - p->t_ack_wait >= delay) {
+			ct_send_ack(e, g);
+			n++;
+		} else if (p->t_ack_wait + delay < next) {
+			next = p->t_ack_wait + delay;
+		}
+	}
+	e->dack_next_ns = next;
+	return n;
+}
