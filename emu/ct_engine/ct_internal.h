@@ -288,14 +288,17 @@ int ct_link_watch(struct ct_engine *e, uint64_t now, ct_event_cb cb, void *arg);
 void ct_link_bye(struct ct_engine *e);
 void ct_link_cancel_all(struct ct_engine *e);
 int ct_link_busy(struct ct_engine *e);
-/* Queue a response to request msg_id of device gid (see there). NULL when no entry is free. */
-ct_msg_t *ct_queue_response(struct ct_engine *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
-			     uint64_t value, int status);
+void ct_complete_msg(struct ct_engine *e, uint32_t idx);
+/* ct_link_tx.c: the MPG and everything sent */
+int ct_send_pending(struct ct_engine *e);
+int ct_xmit(struct ct_engine *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen);
+int ct_send_ctrl(struct ct_engine *e, uint32_t gid, uint8_t op, uint32_t psn, uint64_t value, uint64_t aux);
 void ct_send_ack(struct ct_engine *e, uint32_t gid);
 void ct_send_nack(struct ct_engine *e, uint32_t gid, uint32_t msg_id, int status);
-/* Hand one encoded packet to the fabric, with its CRC32C when checksums are on. */
-int ct_xmit(struct ct_engine *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen);
-void ct_complete_msg(struct ct_engine *e, uint32_t idx);
+void ct_nack_done(struct ct_engine *e, ct_msg_t *m);
+void ct_ack_owed_clear(struct ct_engine *e, ct_peer_t *p);
+ct_msg_t *ct_queue_response(struct ct_engine *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
+			     uint64_t value, int status);
 /* ct_link_rx.c: the receive path */
 void ct_rx_packet(struct ct_engine *e, const uint8_t *buf, size_t len);
 int ct_flush_delayed_acks(struct ct_engine *e, uint64_t now);
@@ -304,7 +307,6 @@ void ct_rx_fail(struct ct_engine *e, ct_rx_slot_t *s, const ct_hdr_t *h, int sta
 int ct_rx_signal_check(struct ct_engine *e, ct_rx_slot_t *s, const ct_hdr_t *h);
 /* ct_link_rel.c: acks, retransmission, congestion window */
 void ct_rx_ack(struct ct_engine *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint64_t sack);
-/* Complete the waiting messages to p whose every packet is below cum. */
 void ct_complete_upto(struct ct_engine *e, ct_peer_t *p, uint32_t cum);
 int ct_check_rto(struct ct_engine *e, uint64_t now);
 /* ct_link_rndv.c: rendezvous puts at the target */

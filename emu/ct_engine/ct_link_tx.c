@@ -1,0 +1,372 @@
+/* ct_link_tx.c: the link's sending side — the MPG takes new messages from the CTs' rings
+ * (fences wait for their peer), schedules them by QoS weighted round robin, one MTU packet per
+ * message per turn within the peer's credits and congestion window, and keeps each packet for
+ * retransmission; control packets (ACK, heartbeat, BYE) and sequenced responses (get data,
+ * atomic results, PUT_DONE, NACK) go out here too. Runs under the link lock. */
+#include "emu/ct_engine/ct_internal.h"
+
+#include <endian.h>
+#include <string.h>
+
+enum { SEND_OK, SEND_DONE, SEND_BLOCKED, SEND_FULL };
+
+/* p owes no ACK any more (one went out, or the peer is gone). */
+void ct_ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
+{
+	if (p->ack_unsent) {
+		p->ack_unsent = 0;
+		atomic_fetch_sub_explicit(&e->acks_delayed, 1, memory_order_relaxed);
+	}
+}
+
+/* Hand one encoded packet to the fabric, with its CRC32C when checksums are on. hdr is
+ * modified (flag and csum) in place. */
+int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen)
+{
+	int rc;
+
+	if (atomic_load_explicit(&e->csum, memory_order_relaxed)) {
+		hdr[CT_HDR_FLAGS_OFF] |= CT_HF_CSUM;
+		memset(hdr + CT_HDR_CSUM_OFF, 0, 4);
+		uint32_t c = htole32(ct_proto_csum(hdr, payload, plen));
+		memcpy(hdr + CT_HDR_CSUM_OFF, &c, 4);
+	}
+	rc = fab_send(e->attr.ep, p->addr, hdr, CT_HDR_BYTES, payload, plen);
+	if (rc == GICE_OK)
+		p->t_tx = gice_now_ns();
+	return rc;
+}
+
+int ct_send_ctrl(ct_engine_t *e, uint32_t gid, uint8_t op, uint32_t psn, uint64_t value, uint64_t aux)
+{
+	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .op = op, .src_gid = e->attr.gid,
+		      .dst_gid = gid, .psn = psn, .value = value, .aux = aux};
+	uint8_t buf[CT_HDR_BYTES];
+
+	ct_proto_build(&h, buf);
+	return ct_xmit(e, &e->peers[gid], buf, NULL, 0);
+}
+
+/* Selective ack: bit i set when psn rx_next_psn + 1 + i has arrived. The bitmap is a ring over
+ * [rx_next_psn, rx_next_psn + CT_PSN_WIN) whose bits below rx_next_psn are clear. */
+static uint64_t sack_bits(const ct_peer_t *p)
+{
+	uint32_t start = p->rx_next_psn + 1, w = start / 64, b = start % 64;
+	uint64_t lo = p->rx_seen[w % (CT_PSN_WIN / 64)], hi = p->rx_seen[(w + 1) % (CT_PSN_WIN / 64)];
+
+	return b ? (lo >> b) | (hi << (64 - b)) : lo;
+}
+
+void ct_send_ack(ct_engine_t *e, uint32_t gid)
+{
+	ct_peer_t *p = &e->peers[gid];
+
+	/* An ACK covering a failed message must not overtake its NACK: hold it while NACKs to this
+	 * peer wait for a psn. It carries our next psn towards the peer, so the peer completes the
+	 * messages it covers only after it has everything we sent before it (NACKs included). */
+	if (p->nack_unsent == 0 &&
+	    ct_send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, p->next_psn, sack_bits(p)) == GICE_OK) {
+		ct_stat_add(&e->st.acks_sent, 1);
+		ct_ack_owed_clear(e, p);
+		if (p->ack_due) {
+			p->ack_due = 0;
+			e->acks_pending--;
+		}
+	} else if (!p->ack_due) {
+		p->ack_due = 1;
+		e->acks_pending++;
+	}
+}
+
+/* A NACK is a sequenced response (retransmitted like data until acked). */
+void ct_send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
+{
+	ct_stat_add(&e->st.nacks_sent, 1);
+	ct_msg_t *m = ct_queue_response(e, MK_NACK, gid, 0, msg_id, 0, status);
+
+	if (!m) {
+		gice_error("ct", "no response entry: NACK of message %u to device %u (%s) lost", msg_id, gid,
+			   gice_status_name(status));
+		return;
+	}
+	m->nack_unsent = 1;
+	e->peers[gid].nack_unsent++;
+}
+
+/* A NACK got its psn (or will never be sent): ACKs to its peer may go again. */
+void ct_nack_done(ct_engine_t *e, ct_msg_t *m)
+{
+	if (m->nack_unsent) {
+		m->nack_unsent = 0;
+		e->peers[m->peer].nack_unsent--;
+	}
+}
+
+static void flush_ctrl(ct_engine_t *e)
+{
+	for (uint32_t g = 0; e->acks_pending && g < e->max_peers; g++)
+		if (e->peers[g].ack_due)
+			ct_send_ack(e, g);
+}
+
+/* Send the next packet of message idx. */
+static int send_pkt(ct_engine_t *e, uint32_t idx)
+{
+	ct_msg_t *m = &e->msgs[idx];
+	ct_peer_t *p = &e->peers[m->peer];
+	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .qos = m->qos, .src_gid = e->attr.gid,
+		      .dst_gid = m->peer, .conn_id = m->conn, .rkey = m->rkey, .roff = m->roff};
+	uint8_t buf[CT_HDR_BYTES];
+	const void *payload = NULL;
+	uint32_t plen = 0;
+	int rc;
+
+	if (gice_unlikely(p->dead)) {
+		/* a dead peer acks nothing: fail the message now */
+		if (!m->status)
+			m->status = p->dead_status;
+		m->need = 0;
+		ct_nack_done(e, m);
+		return SEND_DONE;
+	}
+	if (p->next_psn - p->acked_psn >= e->credits ||
+	    (atomic_load_explicit(&e->reliable, memory_order_relaxed) && p->next_psn - p->acked_psn >= p->cwnd))
+		return SEND_BLOCKED;
+	if (!m->started) {
+		if (m->kind <= MK_AMO) {
+			if (p->next_msg_id - p->done_upto >= CT_PEER_WIN)
+				return SEND_BLOCKED;
+			m->msg_id = p->next_msg_id++;
+			p->by_id[m->msg_id & (CT_PEER_WIN - 1)] = idx + 1;
+			/* a large put moves by one remote read that the target issues after validating;
+			 * it completes on the target's PUT_DONE, like a get on its response */
+			m->rndv = m->kind == MK_PUT && ((e->rma && p->rma) || p->map) && e->rndv_bytes &&
+				  m->len >= e->rndv_bytes;
+			m->need = NEED_ACK | (m->kind == MK_PUT && !m->rndv ? 0 : NEED_RESP);
+		} else {
+			m->need = NEED_ACK;
+		}
+		m->started = 1;
+	}
+	h.msg_id = m->msg_id;
+	if (m->sent == 0)
+		h.flags |= CT_HF_FIRST;
+	switch (m->rndv ? (uint8_t)0xff : m->kind) {
+	case 0xff: /* rendezvous put: announce it; the target reads the bytes at aux */
+		h.op = CT_PKT_PUT_RTS;
+		h.msg_len = (uint32_t)m->len;
+		h.aux = m->src_off;
+		if (m->rflags & CT_RF_SIGNAL) {
+			h.flags |= CT_HF_SIGNAL | ((m->rflags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
+				   ((m->rflags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
+			h.sig_id = m->sig_id;
+			h.value = m->value;
+		}
+		break;
+	case MK_PUT:
+	case MK_GET_RESP:
+		h.op = m->kind == MK_PUT ? CT_PKT_PUT : CT_PKT_GET_RESP;
+		plen = (uint32_t)GICE_MIN(m->len - m->sent, (uint64_t)m->mtu);
+		payload = e->base + m->src_off + m->sent;
+		h.msg_len = (uint32_t)m->len;
+		h.moff = (uint32_t)m->sent;
+		h.payload_len = plen;
+		if (m->kind == MK_PUT && (m->rflags & CT_RF_SIGNAL)) {
+			h.flags |= CT_HF_SIGNAL | ((m->rflags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
+				   ((m->rflags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
+			h.sig_id = m->sig_id;
+			h.value = m->value;
+		}
+		if (m->kind == MK_GET_RESP) {
+			h.aux = m->aux;
+			h.status = m->status;
+		}
+		break;
+	case MK_GET:
+		h.op = CT_PKT_GET_REQ;
+		h.value = m->len;
+		h.aux = m->mtu + CT_HDR_BYTES; /* largest response packet we take */
+		break;
+	case MK_AMO:
+		h.op = CT_PKT_ATOMIC_REQ;
+		h.value = m->value;
+		if (m->aux == CT_OP_AMO_CSWAP) {
+			h.flags |= CT_HF_CSWAP;
+			h.aux = m->compare;
+		}
+		break;
+	case MK_AMO_RESP:
+	case MK_PUT_DONE:
+		h.op = m->kind == MK_AMO_RESP ? CT_PKT_ATOMIC_RESP : CT_PKT_PUT_DONE;
+		h.value = m->value;
+		h.aux = m->aux;
+		h.status = m->status;
+		break;
+	case MK_NACK:
+		h.op = CT_PKT_NACK;
+		h.msg_id = (uint32_t)m->aux;
+		h.status = m->status;
+		break;
+	}
+	/* get and atomic requests and atomic responses are one packet; data messages end at len */
+	int last = m->rndv || (m->kind != MK_PUT && m->kind != MK_GET_RESP) || m->sent + plen >= m->len;
+	if (last)
+		h.flags |= CT_HF_LAST;
+	h.psn = p->next_psn;
+	/* keep the packet until it is acked: a retransmission rebuilds it from here */
+	ct_txrec_t *tr = &p->tx[h.psn & p->tx_mask];
+	ct_proto_build(&h, tr->hdr);
+	memcpy(buf, tr->hdr, sizeof(buf));
+	rc = ct_xmit(e, p, buf, payload, plen);
+	if (rc == GICE_ERR_AGAIN) {
+		ct_stat_add(&e->st.tx_again, 1);
+		return SEND_FULL;
+	}
+	if (rc) {
+		gice_error("ct", "send of %s to device %u failed: %s", ct_pkt_name(h.op), m->peer, gice_status_name(rc));
+		if (!m->status)
+			m->status = rc;
+		/* count the packet as sent: the peer will never ack it, so fail the message now */
+		m->need = 0;
+		ct_nack_done(e, m);
+		return SEND_DONE;
+	}
+	tr->poff = payload ? (uint64_t)((const uint8_t *)payload - e->base) : 0;
+	tr->plen = plen;
+	tr->tries = 1;
+	tr->sacked = 0;
+	tr->t_tx = p->t_tx;
+	if (p->next_psn == p->acked_psn)
+		p->t_progress = p->t_tx; /* the ack clock starts with the first packet outstanding */
+	if (m->sent == 0 && !m->t_first_tx) {
+		m->t_first_tx = p->t_tx;
+		m->first_psn = h.psn;
+	}
+	ct_nack_done(e, m);
+	p->next_psn++;
+	m->sent += plen;
+	ct_stat_add(&e->st.tx_pkts, 1);
+	ct_stat_add(&e->st.tx_bytes, plen);
+	if (!last)
+		return SEND_OK;
+	m->last_psn = h.psn;
+	return SEND_DONE;
+}
+
+/* Move new messages from the CTs' rings (and responses) onto the class lists. A fence holds its
+ * ring until every message to its peer is complete. */
+static int pull_rings(ct_engine_t *e)
+{
+	int n = 0;
+
+	for (uint32_t q = 0; q < CT_QOS_CLASSES; q++) {
+		for (uint32_t c = 0; c < e->attr.n_cts; c++) {
+			ct_ring_t *r = &e->tiles[c].mpg[q];
+			uint32_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+			/* acquire: the message entries the CT filled before publishing tail */
+			uint32_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+			for (; head != tail; head++) {
+				uint32_t idx = r->slot[head & (CT_MSGS_PER_CT - 1)];
+				ct_msg_t *m = &e->msgs[idx];
+				if (m->kind == MK_FENCE) {
+					if (e->peers[m->peer].inflight)
+						break;
+					ct_complete_msg(e, idx);
+				} else {
+					e->peers[m->peer].inflight++;
+					ct_fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
+					e->act_len[q]++;
+				}
+				n++;
+			}
+			atomic_store_explicit(&r->head, head, memory_order_release);
+		}
+		while (e->resp_head[q] != CT_NIL) {
+			ct_fifo_push(e, &e->act_head[q], &e->act_tail[q],
+				     ct_fifo_pop(e, &e->resp_head[q], &e->resp_tail[q]));
+			e->act_len[q]++;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* MPG: weighted round robin over QoS classes, round robin over the messages of a class, one
+ * packet per message per turn; messages whose peer has no credit wait their turn. */
+static int send_some(ct_engine_t *e)
+{
+	int sent = 0;
+
+	for (uint32_t turn = 0; turn < CT_QOS_CLASSES; turn++) {
+		uint32_t q = (e->wrr_class + turn) % CT_QOS_CLASSES;
+		uint32_t budget = e->weights[q], tries = e->act_len[q];
+		while (budget && tries--) {
+			uint32_t idx = ct_fifo_pop(e, &e->act_head[q], &e->act_tail[q]);
+			ct_msg_t *m = &e->msgs[idx];
+			int rc = send_pkt(e, idx);
+			if (rc == SEND_FULL) {
+				/* back at the head: keep its place */
+				m->next = e->act_head[q];
+				e->act_head[q] = idx;
+				if (e->act_tail[q] == CT_NIL)
+					e->act_tail[q] = idx;
+				e->wrr_class = q;
+				return sent;
+			}
+			if (rc == SEND_DONE) {
+				ct_peer_t *p = &e->peers[m->peer];
+				e->act_len[q]--;
+				if (m->need == 0) /* failed at send */
+					ct_complete_msg(e, idx);
+				else
+					ct_fifo_push(e, &p->wait_head, &p->wait_tail, idx);
+			} else {
+				ct_fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
+			}
+			if (rc != SEND_BLOCKED) {
+				budget--;
+				sent++;
+			}
+		}
+	}
+	e->wrr_class = (e->wrr_class + 1) % CT_QOS_CLASSES;
+	return sent;
+}
+
+/* Queue a response (get data, atomic old value, rendezvous done) to request msg_id of device
+ * gid; the caller fills in what else its kind needs. NULL when no response entry is free. */
+ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
+			     uint64_t value, int status)
+{
+	uint32_t ri = e->resp_free;
+
+	if (ri == CT_NIL)
+		return NULL;
+	e->resp_free = e->msgs[ri].next;
+	ct_msg_t *m = &e->msgs[ri];
+	memset(m, 0, sizeof(*m));
+	m->owner = CT_NIL;
+	m->live = 1;
+	m->kind = kind;
+	m->peer = gid;
+	m->qos = qos < CT_QOS_CLASSES ? qos : CT_QOS_CLASSES - 1;
+	m->mtu = e->mtu_max - CT_HDR_BYTES;
+	m->aux = msg_id;
+	m->value = value;
+	m->status = status;
+	m->ticket = UINT64_MAX;
+	m->counter = TM_NONE;
+	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
+	ct_fifo_push(e, &e->resp_head[m->qos], &e->resp_tail[m->qos], ri);
+	return m;
+}
+
+/* Send what is queued (new messages, responses, held ACK/NACKs) up to the MPG's budget. */
+int ct_send_pending(ct_engine_t *e)
+{
+	int work = pull_rings(e);
+
+	if (e->acks_pending)
+		flush_ctrl(e);
+	return work + send_some(e);
+}
