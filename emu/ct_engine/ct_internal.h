@@ -277,16 +277,8 @@ static inline void ct_nap_us(uint64_t us)
 	nanosleep(&ts, NULL);
 }
 
-/* ct_link.c */
+/* ct_link.c: progress and completion */
 int ct_link_progress(struct ct_engine *e);
-/* Fail every operation to gid with status and stop talking to it; logs why (when not NULL).
- * Returns the number of operations failed. */
-uint32_t ct_peer_fail(struct ct_engine *e, uint32_t gid, int status, const char *why);
-/* Fail every operation in the link (a stalled CT 0 under GICE_ON_TIMEOUT=error). */
-uint32_t ct_link_fail_all(struct ct_engine *e, int status);
-int ct_link_watch(struct ct_engine *e, uint64_t now, ct_event_cb cb, void *arg);
-void ct_link_bye(struct ct_engine *e);
-void ct_link_cancel_all(struct ct_engine *e);
 int ct_link_busy(struct ct_engine *e);
 void ct_complete_msg(struct ct_engine *e, uint32_t idx);
 /* ct_link_tx.c: the MPG and everything sent */
@@ -313,6 +305,15 @@ int ct_check_rto(struct ct_engine *e, uint64_t now);
 void ct_rx_rts(struct ct_engine *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h);
 int ct_post_reads(struct ct_engine *e);
 void ct_read_done(struct ct_engine *e, struct ct_read *r, int status);
+/* ct_link_watch.c: failed peers, the link's watchdog */
+/* Fail every operation to gid with status and stop talking to it; logs why (when not NULL).
+ * Returns the number of operations failed. */
+uint32_t ct_peer_fail(struct ct_engine *e, uint32_t gid, int status, const char *why);
+/* Fail every operation in the link (a stalled CT 0 under GICE_ON_TIMEOUT=error). */
+uint32_t ct_link_fail_all(struct ct_engine *e, int status);
+int ct_link_watch(struct ct_engine *e, uint64_t now, ct_event_cb cb, void *arg);
+void ct_link_bye(struct ct_engine *e);
+void ct_link_cancel_all(struct ct_engine *e);
 /* ct_engine.c */
 void ct_msg_release(struct ct_engine *e, uint32_t idx);
 void ct_retire(struct ct_engine *e, uint32_t ct, uint64_t ticket);
