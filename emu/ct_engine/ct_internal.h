@@ -318,5 +318,11 @@ void ct_link_cancel_all(struct ct_engine *e);
 void ct_msg_release(struct ct_engine *e, uint32_t idx);
 void ct_retire(struct ct_engine *e, uint32_t ct, uint64_t ticket);
 void ct_complete_counter(struct ct_engine *e, uint32_t counter, int status);
+int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig, uint64_t thresh);
+int ct_counter_ok(const struct ct_engine *e, uint32_t id);
+/* ct_armed.c: armed descriptors */
+int ct_fire_due(ct_tile_t *t, uint32_t id);
+/* An ARM or DISARM control request, taken from the queue in its place. */
+void ct_control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket);
 
 #endif
