@@ -188,7 +188,7 @@ void ct_complete_counter(ct_engine_t *e, uint32_t counter, int status)
 }
 
 /* Fail a request before it became a message. */
-static void ct_fail_now(ct_engine_t *e, ct_tile_t *t, const ct_req_t *r, uint64_t ticket, int status)
+void ct_fail_now(ct_engine_t *e, ct_tile_t *t, const ct_req_t *r, uint64_t ticket, int status)
 {
 	ct_stat_add(&e->st.msgs_failed, 1);
 	ct_complete_counter(e, r->counter, status);
@@ -347,7 +347,7 @@ static int drain_queue(ct_tile_t *t, int max, int by_proxy, int *empty)
 }
 
 /* One pass of a tile's work, by its CT thread or by the host proxy (the caller owns t->own). */
-static int ct_tile_step(ct_tile_t *t, int by_proxy)
+int ct_tile_step(ct_tile_t *t, int by_proxy)
 {
 	ct_engine_t *e = t->e;
 	uint32_t ids[64];
@@ -369,30 +369,6 @@ static int ct_tile_step(ct_tile_t *t, int by_proxy)
 	if (t->idx == 0)
 		work += ct_link_progress(e);
 	return work;
-}
-
-/* Fault injection: sit out a scheduled stall (without owning the tile, as a hung tile would
- * leave its state). Returns 1 while stalled. */
-static int ct_injected_stall(ct_tile_t *t, uint64_t now)
-{
-	ct_engine_t *e = t->e;
-
-	uint64_t hang = atomic_load_explicit(&e->hang_at_ns, memory_order_relaxed);
-	if (hang && now >= hang) {
-		ct_nap_us(1000);
-		return 1;
-	}
-	uint64_t from = atomic_load_explicit(&t->stall_from, memory_order_acquire);
-	if (!from || now < from)
-		return 0;
-	uint64_t until = atomic_load_explicit(&t->stall_until, memory_order_relaxed);
-	if (now >= until) {
-		gice_info("fault", "device %u CT %u: injected stall over", e->attr.gid, t->idx);
-		atomic_compare_exchange_strong(&t->stall_from, &from, 0); /* unless a new one was set */
-		return 0;
-	}
-	ct_nap_us(GICE_MIN((until - now) / 1000 + 1, 1000ull));
-	return 1;
 }
 
 static void *ct_thread(void *arg)
@@ -788,157 +764,10 @@ uint32_t ct_trace_read(const ct_engine_t *ce, ct_trace_t *out, uint32_t max)
 	return n;
 }
 
-int ct_engine_fault_stall(ct_engine_t *e, uint32_t ct, uint64_t at_ns, uint64_t dur_ns)
-{
-	if (ct >= e->attr.n_cts) {
-		gice_error("fault", "stall_ct=%u: device %u has CTs 0..%u", ct, e->attr.gid, e->attr.n_cts - 1);
-		return GICE_ERR_INVALID;
-	}
-	ct_tile_t *t = &e->tiles[ct];
-	atomic_store_explicit(&t->stall_from, 0, memory_order_relaxed);
-	atomic_store_explicit(&t->stall_until, dur_ns == UINT64_MAX ? UINT64_MAX : at_ns + dur_ns,
-			      memory_order_relaxed);
-	atomic_store_explicit(&t->stall_from, GICE_MAX(at_ns, 1ull), memory_order_release);
-	return GICE_OK;
-}
-
-void ct_engine_fault_hang(ct_engine_t *e, uint64_t at_ns)
-{
-	atomic_store(&e->hang_at_ns, GICE_MAX(at_ns, 1ull));
-}
-
 void ct_engine_set_reliable(ct_engine_t *e, int reliable, int csum)
 {
 	if (reliable >= 0)
 		atomic_store(&e->reliable, reliable);
 	if (csum >= 0)
 		atomic_store(&e->csum, csum);
-}
-
-/* ---------------------------------------------------------------- watchdog and fallback */
-
-/* The host proxy of GICE_ON_TIMEOUT=fallback: runs the step of every tile the watchdog found
- * stalled (serialized with the tile's own thread by t->own) until the engine stops. */
-static void *proxy_thread(void *arg)
-{
-	ct_engine_t *e = arg;
-	char name[16];
-
-	snprintf(name, sizeof(name), "gice-d%u-proxy", e->attr.index);
-	pthread_setname_np(pthread_self(), name);
-	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
-		int work = 0;
-		for (uint32_t c = 0; c < e->attr.n_cts; c++) {
-			ct_tile_t *t = &e->tiles[c];
-			if (!atomic_load_explicit(&t->proxied, memory_order_acquire) || !ct_own_try(t))
-				continue;
-			work += ct_tile_step(t, 1);
-			ct_own_drop(t);
-		}
-		if (!work)
-			ct_nap_us(50);
-	}
-	return NULL;
-}
-
-/* Fail the requests queued for a stalled tile (the caller owns it). Returns how many. */
-static uint32_t fail_queued(ct_tile_t *t, int status)
-{
-	ct_engine_t *e = t->e;
-	union {
-		ct_req_t r;
-		uint8_t b[TM_REQ_MAX_BYTES];
-	} u;
-	uint64_t ticket;
-	uint32_t n = 0;
-
-	while (tm_queue_pop(e->attr.tm, t->idx, u.b, &ticket)) {
-		t->next_ticket = ticket + 1;
-		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_) {
-			ct_control_req(t, &u.r, ticket);
-			continue;
-		}
-		ct_fail_now(e, t, &u.r, ticket, status);
-		n++;
-	}
-	atomic_store_explicit(&t->consumed, t->next_ticket, memory_order_relaxed);
-	return n;
-}
-
-int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
-{
-	uint64_t now = gice_now_ns(), stall_ns = e->timeout_ns / 2;
-	int events = 0;
-
-	uint64_t hang = atomic_load_explicit(&e->hang_at_ns, memory_order_relaxed);
-	if (hang && now >= hang)
-		return 0; /* a hung device does nothing, heartbeats included */
-	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
-		ct_tile_t *t = &e->tiles[c];
-		uint64_t hb = atomic_load_explicit(&t->hb_ns, memory_order_relaxed);
-		uint64_t queued = tm_queue_prod(e->attr.tm, c) - atomic_load_explicit(&t->consumed, memory_order_relaxed);
-		/* CT 0 polls the link at least every GICE_CT_POLL_US even when idle: packets may be
-		 * arriving that only it would see */
-		int pending = queued || (c == 0 && (ct_link_busy(e) || e->poll_ns < stall_ns));
-		int stale = now > hb && now - hb > stall_ns;
-
-		if (t->stalled && !stale) {
-			t->stalled = 0;
-			atomic_store_explicit(&t->proxied, 0, memory_order_release);
-			gice_warn("watchdog", "device %u: CT %u is making progress again", e->attr.gid, c);
-			continue;
-		}
-		if (!stale || !pending)
-			continue;
-		if (t->stalled) {
-			/* still stalled under error: what was queued since fails too */
-			if (on_timeout != CT_ON_TIMEOUT_FALLBACK && ct_own_try(t)) {
-				fail_queued(t, GICE_ERR_CT_STALLED);
-				ct_own_drop(t);
-				if (c == 0 && ct_link_trylock(e)) {
-					ct_link_fail_all(e, GICE_ERR_CT_STALLED);
-					ct_link_unlock(e);
-				}
-			}
-			continue;
-		}
-		t->stalled = 1;
-		ct_stat_add(&e->st.ct_stalls, 1);
-		ct_event_t ev = {.status = GICE_ERR_CT_STALLED, .device_gid = e->attr.gid, .peer_gid = UINT32_MAX,
-				 .ct = c, .waited_ns = now - hb, .trigger = UINT32_MAX, .counter = UINT32_MAX};
-		int len = snprintf(ev.text, sizeof(ev.text),
-				   "device %u: CT %u stalled: no progress for %llu ms (timeout %llu ms) with %llu request(s) queued%s",
-				   e->attr.gid, c, (unsigned long long)(ev.waited_ns / 1000000),
-				   (unsigned long long)(e->timeout_ns / 1000000), (unsigned long long)queued,
-				   c == 0 && ct_link_busy(e) ? " and messages on its link" : "");
-		if (on_timeout == CT_ON_TIMEOUT_FALLBACK) {
-			ev.fallback = 1;
-			ev.n_ops = (uint32_t)queued;
-			atomic_store_explicit(&t->proxied, 1, memory_order_release);
-			if (!atomic_exchange(&e->proxy_started, 1) && pthread_create(&e->proxy, NULL, proxy_thread, e)) {
-				atomic_store(&e->proxy_started, 0);
-				ev.fallback = 0;
-			}
-			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %s",
-				 ev.fallback ? "GICE_ON_TIMEOUT=fallback: the host proxy thread issues its operations"
-					     : "the host proxy thread could not start");
-		} else if (ct_own_try(t)) {
-			ev.n_ops = fail_queued(t, GICE_ERR_CT_STALLED);
-			ct_own_drop(t);
-			if (c == 0 && ct_link_trylock(e)) {
-				ev.n_ops += ct_link_fail_all(e, GICE_ERR_CT_STALLED);
-				ct_link_unlock(e);
-			}
-			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %u operation(s) failed with %s",
-				 ev.n_ops, gice_status_name(GICE_ERR_CT_STALLED));
-		} else {
-			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
-				 "; it holds its queue, nothing could be failed");
-		}
-		gice_error("watchdog", "%s", ev.text);
-		if (cb)
-			cb(&ev, arg);
-		events++;
-	}
-	return events + ct_link_watch(e, now, cb, arg);
 }
