@@ -314,19 +314,20 @@ uint32_t ct_link_fail_all(struct ct_engine *e, int status);
 int ct_link_watch(struct ct_engine *e, uint64_t now, ct_event_cb cb, void *arg);
 void ct_link_bye(struct ct_engine *e);
 void ct_link_cancel_all(struct ct_engine *e);
-/* ct_watch.c: stalled CTs, fault injection */
-int ct_injected_stall(ct_tile_t *t, uint64_t now);
-/* ct_engine.c */
-void ct_msg_release(struct ct_engine *e, uint32_t idx);
-void ct_retire(struct ct_engine *e, uint32_t ct, uint64_t ticket);
-void ct_complete_counter(struct ct_engine *e, uint32_t counter, int status);
+/* ct_tile.c: the CT thread, requests, retirement */
+void *ct_thread(void *arg);
+int ct_tile_step(ct_tile_t *t, int by_proxy);
 int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig, uint64_t thresh);
 int ct_counter_ok(const struct ct_engine *e, uint32_t id);
 void ct_fail_now(struct ct_engine *e, ct_tile_t *t, const ct_req_t *r, uint64_t ticket, int status);
-int ct_tile_step(ct_tile_t *t, int by_proxy);
+void ct_msg_release(struct ct_engine *e, uint32_t idx);
+void ct_retire(struct ct_engine *e, uint32_t ct, uint64_t ticket);
+void ct_complete_counter(struct ct_engine *e, uint32_t counter, int status);
 /* ct_armed.c: armed descriptors */
 int ct_fire_due(ct_tile_t *t, uint32_t id);
 /* An ARM or DISARM control request, taken from the queue in its place. */
 void ct_control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket);
+/* ct_watch.c: stalled CTs, fault injection */
+int ct_injected_stall(ct_tile_t *t, uint64_t now);
 
 #endif

@@ -1,1 +1,1 @@
-LIB_SRCS += emu/ct_engine/ct_proto.c emu/ct_engine/ct_engine.c emu/ct_engine/ct_armed.c emu/ct_engine/ct_watch.c emu/ct_engine/ct_link.c emu/ct_engine/ct_link_rel.c emu/ct_engine/ct_link_rndv.c emu/ct_engine/ct_link_rx.c emu/ct_engine/ct_link_tx.c emu/ct_engine/ct_link_watch.c
+LIB_SRCS += emu/ct_engine/ct_proto.c emu/ct_engine/ct_engine.c emu/ct_engine/ct_tile.c emu/ct_engine/ct_armed.c emu/ct_engine/ct_watch.c emu/ct_engine/ct_link.c emu/ct_engine/ct_link_rel.c emu/ct_engine/ct_link_rndv.c emu/ct_engine/ct_link_rx.c emu/ct_engine/ct_link_tx.c emu/ct_engine/ct_link_watch.c

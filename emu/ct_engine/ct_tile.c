@@ -1,0 +1,332 @@
+/* ct_tile.c: a CT (tile) — its thread's loop (spin, then sleep on the doorbell), one step of
+ * its work (trigger writes, the request queue, due descriptors; CT 0 also drives the link),
+ * the Initiator's first step for each request (check and translate, take a message entry, hand
+ * it to the MPG ring) and the in-order retirement of its tickets (quiet). */
+#include "emu/ct_engine/ct_internal.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- messages and retirement */
+
+static uint32_t msg_alloc(ct_tile_t *t)
+{
+	ct_engine_t *e = t->e;
+	uint32_t idx = t->free_head;
+
+	if (idx == CT_NIL) {
+		/* take everything the link has returned (acquire: see the link's writes to the messages) */
+		uint32_t r = atomic_exchange_explicit(&t->ret_head, 0, memory_order_acquire);
+		while (r) {
+			uint32_t i = r - 1;
+			r = e->msgs[i].next;
+			e->msgs[i].next = t->free_head;
+			t->free_head = i;
+		}
+		idx = t->free_head;
+		if (idx == CT_NIL)
+			return CT_NIL;
+	}
+	t->free_head = e->msgs[idx].next;
+	return idx;
+}
+
+/* Give a finished message back to its owner. CT-owned messages freed by the link holder go on
+ * the owner's return stack (release: the owner sees our last writes); the link pool is private. */
+void ct_msg_release(ct_engine_t *e, uint32_t idx)
+{
+	ct_msg_t *m = &e->msgs[idx];
+
+	if (m->owner == CT_NIL) {
+		m->next = e->resp_free;
+		e->resp_free = idx;
+		return;
+	}
+	ct_tile_t *t = &e->tiles[m->owner];
+	uint32_t old = atomic_load_explicit(&t->ret_head, memory_order_relaxed);
+	do
+		m->next = old; /* return-stack links are index + 1, 0 ends the list */
+	while (!atomic_compare_exchange_weak_explicit(&t->ret_head, &old, idx + 1, memory_order_release,
+						      memory_order_relaxed));
+}
+
+/* Tickets retire in order (quiet waits on the sequence's counter reaching a ticket count):
+ * queue tickets on counter ct, fired ones on the tile's fired counter. */
+void ct_retire(ct_engine_t *e, uint32_t ct, uint64_t ticket)
+{
+	ct_tile_t *t = &e->tiles[ct];
+	ct_retire_seq_t *q = (ticket & CT_TICKET_FIRED) ? &t->rf : &t->rq;
+
+	if (ticket == UINT64_MAX)
+		return;
+	ticket &= ~CT_TICKET_FIRED;
+	atomic_store_explicit(&q->done[ticket & q->mask], ticket + 1, memory_order_release);
+	for (;;) {
+		uint64_t cur = atomic_load_explicit(&q->cursor, memory_order_acquire);
+		if (atomic_load_explicit(&q->done[cur & q->mask], memory_order_acquire) != cur + 1)
+			return;
+		if (atomic_compare_exchange_strong_explicit(&q->cursor, &cur, cur + 1, memory_order_acq_rel,
+							    memory_order_acquire))
+			tm_counter_add(e->attr.tm, q->counter, 1);
+	}
+}
+
+void ct_complete_counter(ct_engine_t *e, uint32_t counter, int status)
+{
+	int ok = GICE_OK;
+
+	/* before the counter write: a quiet released by it reports the failure */
+	if (status != GICE_OK)
+		atomic_compare_exchange_strong_explicit(&e->first_fail, &ok, status, memory_order_relaxed,
+							memory_order_relaxed);
+	tm_progress(e->attr.tm);
+	if (counter == TM_NONE)
+		return;
+	if (status == GICE_OK)
+		tm_counter_add(e->attr.tm, counter, 1);
+	else
+		tm_counter_fail(e->attr.tm, counter, status);
+}
+
+/* Fail a request before it became a message. */
+void ct_fail_now(ct_engine_t *e, ct_tile_t *t, const ct_req_t *r, uint64_t ticket, int status)
+{
+	ct_stat_add(&e->st.msgs_failed, 1);
+	ct_complete_counter(e, r->counter, status);
+	ct_retire(e, t->idx, ticket);
+}
+
+int ct_counter_ok(const ct_engine_t *e, uint32_t id)
+{
+	return id >= e->attr.n_cts && id < e->n_counters;
+}
+
+/* ---------------------------------------------------------------- executing requests */
+
+/* Execute one request or fired descriptor. Returns 0, or GICE_ERR_AGAIN when no message entry
+ * is free (the caller retries later; nothing was consumed). */
+int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig, uint64_t thresh)
+{
+	ct_engine_t *e = t->e;
+	uint64_t now = gice_now_ns();
+	uint8_t kind;
+	int rc;
+
+	switch (r->op) {
+	case CT_OP_NOP:
+		ct_complete_counter(e, r->counter, GICE_OK);
+		ct_retire(e, t->idx, ticket);
+		return 0;
+	case CT_OP_CTR_ADD:
+	case CT_OP_CTR_SET:
+		if (!ct_counter_ok(e, r->sig_id)) {
+			gice_error("ct", "counter op on counter %u: valid ids are %u..%u", r->sig_id, e->attr.n_cts,
+				   e->n_counters - 1);
+			ct_fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+			return 0;
+		}
+		if (r->op == CT_OP_CTR_ADD)
+			tm_counter_add(e->attr.tm, r->sig_id, r->value);
+		else
+			tm_counter_set(e->attr.tm, r->sig_id, r->value);
+		ct_complete_counter(e, r->counter, GICE_OK);
+		ct_retire(e, t->idx, ticket);
+		return 0;
+	case CT_OP_PUT: kind = MK_PUT; break;
+	case CT_OP_GET: kind = MK_GET; break;
+	case CT_OP_AMO_FADD:
+	case CT_OP_AMO_CSWAP: kind = MK_AMO; break;
+	case CT_OP_FENCE: kind = MK_FENCE; break;
+	default:
+		gice_error("ct", "ct %u: unknown request op %u", t->idx, r->op);
+		ct_fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		return 0;
+	}
+
+	if (r->conn >= CT_MAX_CONNS || !e->conns[r->conn].open) {
+		gice_error("ct", "request op %u on connection %u that is not open", r->op, r->conn);
+		ct_fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		return 0;
+	}
+	const ct_conn_t *c = &e->conns[r->conn];
+
+	/* Initiator, step 1: translate the local device range through the registration table. */
+	uint64_t llen = kind == MK_AMO ? ((r->flags & CT_RF_NO_RESULT) ? 0 : 8) : kind == MK_FENCE ? 0 : r->len;
+	if (kind != MK_AMO && r->len > UINT32_MAX) {
+		gice_error("ct", "message of %llu bytes exceeds the 4 GiB limit", (unsigned long long)r->len);
+		ct_fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		return 0;
+	}
+	if (llen && (rc = hbm_translate_local(e->attr.hbm, r->src_off, llen, NULL))) {
+		gice_error("ct", "%s to device %u: local range [%llu, +%llu) is not registered",
+			   kind == MK_PUT ? "put" : kind == MK_GET ? "get" : "atomic", c->peer,
+			   (unsigned long long)r->src_off, (unsigned long long)llen);
+		ct_fail_now(e, t, r, ticket, rc);
+		return 0;
+	}
+	if ((kind == MK_PUT || kind == MK_GET) && (r->flags & CT_RF_STRONG) && !(r->flags & CT_RF_SIGNAL)) {
+		ct_fail_now(e, t, r, ticket, GICE_ERR_INVALID);
+		return 0;
+	}
+
+	uint32_t idx = msg_alloc(t);
+	if (idx == CT_NIL)
+		return GICE_ERR_AGAIN;
+	ct_msg_t *m = &e->msgs[idx];
+	memset(m, 0, sizeof(*m));
+	m->kind = kind;
+	m->qos = c->qos;
+	m->rflags = r->flags;
+	m->owner = t->idx;
+	m->conn = r->conn;
+	m->peer = c->peer;
+	m->mtu = c->mtu;
+	m->counter = r->counter;
+	m->sig_id = r->sig_id;
+	m->ticket = ticket;
+	m->src_off = r->src_off;
+	m->len = kind == MK_AMO || kind == MK_FENCE ? 0 : r->len;
+	m->rkey = r->rkey;
+	m->roff = r->roff;
+	m->value = r->value;
+	m->compare = r->compare;
+	m->aux = r->op; /* AMO: which atomic */
+	m->trig = trig;
+	m->thresh = thresh;
+	m->t_issue = r->t_issue ? r->t_issue : now;
+	m->t_pickup = now;
+	m->next = CT_NIL;
+	m->live = 1;
+	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
+
+	/* Hand it to the MPG: the ring of this CT for the connection's QoS class (release: the
+	 * link holder sees the message filled in). */
+	ct_ring_t *ring = &t->mpg[m->qos];
+	uint32_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
+	ring->slot[tail & (CT_MSGS_PER_CT - 1)] = idx;
+	atomic_store_explicit(&ring->tail, tail + 1, memory_order_release);
+	if (t->idx != 0)
+		tm_doorbell_ring(e->attr.tm, 0); /* CT 0 runs the link */
+	return 0;
+}
+
+/* ---------------------------------------------------------------- the CT thread */
+
+/* Execute queued requests, at most max; *empty tells whether the queue was found empty.
+ * by_proxy: the host proxy runs them (counted in fallback_ops before they can complete). */
+static int drain_queue(ct_tile_t *t, int max, int by_proxy, int *empty)
+{
+	ct_engine_t *e = t->e;
+	union {
+		ct_req_t r;
+		uint8_t b[TM_REQ_MAX_BYTES];
+	} u;
+	uint64_t ticket;
+	int n = 0;
+
+	*empty = 0;
+	while (n < max) {
+		/* keep tickets within the retirement ring */
+		if (t->next_ticket - atomic_load_explicit(&t->rq.cursor, memory_order_acquire) > t->rq.mask)
+			break;
+		if (t->free_head == CT_NIL && !atomic_load_explicit(&t->ret_head, memory_order_relaxed))
+			break; /* no message entry: leave requests queued */
+		if (!tm_queue_pop(e->attr.tm, t->idx, u.b, &ticket)) {
+			*empty = 1;
+			break;
+		}
+		t->next_ticket = ticket + 1;
+		ct_stat_add(&e->st.fallback_ops, (uint64_t)by_proxy);
+		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_)
+			ct_control_req(t, &u.r, ticket);
+		else if (ct_exec_req(t, &u.r, ticket, TM_NONE, 0) == GICE_ERR_AGAIN)
+			gice_error("ct", "ct %u: request dropped for want of a message entry", t->idx); /* not reached */
+		n++;
+	}
+	atomic_store_explicit(&t->consumed, t->next_ticket, memory_order_relaxed);
+	return n;
+}
+
+/* One pass of a tile's work, by its CT thread or by the host proxy (the caller owns t->own). */
+int ct_tile_step(ct_tile_t *t, int by_proxy)
+{
+	ct_engine_t *e = t->e;
+	uint32_t ids[64];
+	/* Triggers first, then the queue, then fire: a request pushed before a trigger write
+	 * that we have seen is visible in the queue, and goes out before what the trigger
+	 * fires (issue order on a connection). If the queue cannot be emptied now, the
+	 * triggers wait for the next pass. */
+	int empty;
+	uint32_t n = tm_dirty_take(e->attr.tm, t->idx, ids, GICE_ARRAY_SIZE(ids));
+	int work = drain_queue(t, n ? INT32_MAX : 64, by_proxy, &empty);
+	for (uint32_t i = 0; i < n; i++) {
+		if (empty)
+			work += ct_fire_due(t, ids[i]) + 1;
+		else
+			tm_dirty_mark(e->attr.tm, t->idx, ids[i]);
+	}
+	/* CT 0 owns the link (MPG, receive path); the others only feed it. One poller per device
+	 * keeps a 2-core machine with several devices from drowning in spinning threads. */
+	if (t->idx == 0)
+		work += ct_link_progress(e);
+	return work;
+}
+
+void *ct_thread(void *arg)
+{
+	ct_tile_t *t = arg;
+	ct_engine_t *e = t->e;
+	char name[16];
+	unsigned spins = 0;
+
+	if (e->attr.host_proxy)
+		snprintf(name, sizeof(name), "gice-d%u-proxy", e->attr.index);
+	else
+		snprintf(name, sizeof(name), "gice-d%u-ct%u", e->attr.index, t->idx);
+	pthread_setname_np(pthread_self(), name);
+	t->last_work_ns = gice_now_ns();
+
+	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
+		uint32_t seq = tm_doorbell_seq(e->attr.tm, t->idx);
+		uint64_t now = gice_now_ns();
+		if (gice_unlikely(ct_injected_stall(t, now)))
+			continue;
+		atomic_store_explicit(&t->hb_ns, now, memory_order_relaxed);
+		if (!ct_own_try(t)) {
+			ct_nap_us(50); /* the host proxy runs this tile now (fallback) */
+			continue;
+		}
+		int work = ct_tile_step(t, 0);
+		ct_own_drop(t);
+		if (work) {
+			t->last_work_ns = gice_now_ns();
+			spins = 0;
+			continue;
+		}
+		now = gice_now_ns();
+		if (now - t->last_work_ns < e->spin_ns) {
+			/* Back off while idle: polling the fabric takes the provider's locks, which the
+			 * peer's sender needs too (shm); and two cores may run four ranks, so let other
+			 * threads in now and then. */
+			if ((++spins & 3) == 0) {
+				/* the kernel that will issue the next request may share this core */
+				sched_yield();
+			} else {
+				for (unsigned i = 0, lim = 1u << GICE_MIN(spins, 1u); i < lim; i++)
+					gice_cpu_relax();
+			}
+			continue;
+		}
+		/* Sleep on the doorbell. Messages in flight need polling for acks: sleep briefly. CT 0
+		 * also polls the fabric for arriving packets while idle. */
+		/* come round now and then even when idle: the watchdog reads that as a heartbeat */
+		uint64_t timeout = GICE_MIN(100000000ull, e->timeout_ns / 8);
+		if (t->idx == 0)
+			timeout = ct_link_busy(e) || atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed)
+					  ? 20000 : e->poll_ns;
+		tm_doorbell_sleep(e->attr.tm, t->idx, seq, timeout);
+		spins = 0;
+	}
+	return NULL;
+}
