@@ -56,29 +56,20 @@ const char *api_error_text(gice_device_t *d)
 	return t; /* set once, never rewritten while d is open */
 }
 
-int gice_device_error(gice_device_t *d, gice_error_info_t *info)
+static int error_get(const gice_error_info_t *src, gice_error_info_t *info)
 {
-	if (!d || !info)
+	if (!info)
 		return GICE_ERR_INVALID;
 	pthread_mutex_lock(&api_g.err_lock);
-	*info = d->err;
+	*info = *src;
 	if (!info->message)
 		info->message = "";
 	pthread_mutex_unlock(&api_g.err_lock);
 	return GICE_OK;
 }
 
-int gice_job_error(gice_error_info_t *info)
-{
-	if (!info)
-		return GICE_ERR_INVALID;
-	pthread_mutex_lock(&api_g.err_lock);
-	*info = api_g.job_err;
-	if (!info->message)
-		info->message = "";
-	pthread_mutex_unlock(&api_g.err_lock);
-	return GICE_OK;
-}
+int gice_device_error(gice_device_t *d, gice_error_info_t *info) { return d ? error_get(&d->err, info) : GICE_ERR_INVALID; }
+int gice_job_error(gice_error_info_t *info) { return error_get(&api_g.job_err, info); }
 
 int gice_device_abort(gice_device_t *d)
 {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# install-deps.sh: install the Debian packages gice needs to build and test, when missing.
+# install-deps.sh [PKG...]: install the Debian packages gice needs to build and test (or the ones
+# named), when missing.
 # Idempotent; does nothing when everything is present. Needs root (or sudo) to install.
 set -eu
 
@@ -9,6 +10,8 @@ pkgs="$pkgs iproute2 procps iputils-ping"
 pkgs="$pkgs nftables"
 # PMIx bootstrap, and Open MPI's mpirun for the test that launches gice through it
 pkgs="$pkgs libpmix-dev openmpi-bin"
+# install-deps.sh PKG...: those packages instead (scripts/install-slurm.sh)
+[ $# -gt 0 ] && pkgs="$*"
 missing=""
 for p in $pkgs; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
