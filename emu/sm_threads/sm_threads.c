@@ -886,7 +886,8 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
 
 /* ---- enqueue ---- */
 
-static int stream_push(smt_stream_t *s, const struct smt_cmd *c)
+/* Enqueue c; for a launch with prep, prep fills its arg for the queue position first. */
+static int stream_push_prep(smt_stream_t *s, struct smt_cmd *c, smt_prep_fn prep, void *ctx)
 {
 	pthread_mutex_lock(&s->enq_lock);
 	uint64_t head = atomic_load_explicit(&s->head, memory_order_relaxed);
@@ -899,6 +900,13 @@ static int stream_push(smt_stream_t *s, const struct smt_cmd *c)
 			   s->d->dev_id, s->slot, s->depth, smt_cmd_names[c->op]);
 		return GICE_ERR_NO_MEMORY;
 	}
+	if (prep) {
+		int rc = prep(ctx, (uint32_t)(head % s->depth), &c->arg);
+		if (rc) {
+			pthread_mutex_unlock(&s->enq_lock);
+			return rc;
+		}
+	}
 	s->ring[head % s->depth] = *c;
 	/* release: the slot before the stream thread can see it */
 	atomic_store_explicit(&s->head, head + 1, memory_order_release);
@@ -909,6 +917,10 @@ static int stream_push(smt_stream_t *s, const struct smt_cmd *c)
 		gice_futex_wake(&s->cmd_seq, 1);
 	return GICE_OK;
 }
+
+static int stream_push(smt_stream_t *s, struct smt_cmd *c) { return stream_push_prep(s, c, NULL, NULL); }
+
+uint32_t smt_stream_depth(const smt_stream_t *s) { return s->depth; }
 
 static int counter_check(smt_stream_t *s, uint32_t counter, const char *what)
 {
@@ -931,7 +943,14 @@ int smt_launch(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks,
 int smt_launch_flags(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, uint32_t flags,
 		     void (*on_done)(void *arg))
 {
-	struct smt_cmd c = {.op = SMT_CMD_LAUNCH, .fn = fn, .arg = arg, .nblocks = nblocks,
+	return smt_launch_prep(s, fn, nblocks, flags, on_done, NULL, arg);
+}
+
+/* prep NULL: ctx is the arg itself */
+int smt_launch_prep(smt_stream_t *s, smt_block_fn fn, uint32_t nblocks, uint32_t flags,
+		    void (*on_done)(void *arg), smt_prep_fn prep, void *ctx)
+{
+	struct smt_cmd c = {.op = SMT_CMD_LAUNCH, .fn = fn, .arg = prep ? NULL : ctx, .nblocks = nblocks,
 			    .on_done = on_done, .coop = !!(flags & SMT_LAUNCH_COOP)};
 
 	if (!fn || nblocks < 1 || nblocks > SMT_MAX_BLOCKS) {
@@ -939,7 +958,7 @@ int smt_launch_flags(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nbloc
 			   fn ? "" : " with no kernel function");
 		return GICE_ERR_INVALID;
 	}
-	return stream_push(s, &c);
+	return stream_push_prep(s, &c, prep, ctx);
 }
 
 static int wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns,

@@ -57,6 +57,16 @@ int smt_launch(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, vo
 #define SMT_LAUNCH_COOP 1u
 int smt_launch_flags(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, uint32_t flags,
 		     void (*on_done)(void *arg));
+/* smt_launch_flags whose arg the caller fills for the command's queue position: under the
+ * stream's enqueue lock, once the queue has room, prep(ctx, index, &arg) is called with index in
+ * [0, smt_stream_depth(s)); the position is free again once on_done(arg) of the launch it
+ * held has returned, so a caller may keep one record per index, reused without allocation.
+ * A status prep returns (< 0) is returned, with nothing enqueued. */
+typedef int (*smt_prep_fn)(void *ctx, uint32_t index, void **arg);
+int smt_launch_prep(smt_stream_t *s, smt_block_fn fn, uint32_t nblocks, uint32_t flags,
+		    void (*on_done)(void *arg), smt_prep_fn prep, void *ctx);
+/* The commands s can hold (GICE_SMT_STREAM_DEPTH when it was created). */
+uint32_t smt_stream_depth(const smt_stream_t *s);
 int smt_wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns);
 /* The same, failing only after idle_ns with no progress (tm_counter_wait_idle). */
 int smt_wait_value_idle(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t idle_ns);
