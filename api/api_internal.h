@@ -37,9 +37,13 @@ struct gice_device {
 	char err_text[640];
 };
 
+struct launch;
+
 struct gice_stream {
 	gice_device_t *dev;
 	smt_stream_t *s;
+	struct launch *launches; /* api_stream.c: a launch record per command queue position */
+	uint32_t n_launches;
 };
 
 struct dev_blob {

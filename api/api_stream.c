@@ -9,7 +9,13 @@
 
 /* ---------------------------------------------------------------- streams */
 
-typedef struct {
+/* A launch record. A stream has one per position of its command queue, made at its creation
+ * and reused (smt_launch_prep): a launch allocates nothing and initialises no lock. Arguments
+ * up to LAUNCH_ARGS_INLINE bytes are copied into the record, larger ones into a buffer of the
+ * record's own, grown when too small and kept. */
+#define LAUNCH_ARGS_INLINE 128
+
+struct launch {
 	gice_kernel_t fn;
 	gice_device_t *dev;
 	gice_stream_t *stream;
@@ -18,13 +24,19 @@ typedef struct {
 	_Atomic int status;
 	uint32_t fail_block, nblocks;
 	char fail_what[200];
-	/* GICE_MODE=host: the operations its blocks issued, handed to the host proxy at its end */
+	/* GICE_MODE=host: the operations its blocks issued, handed to the host proxy at its end
+	 * (mu initialised at the record's first host-mode launch; ops kept, grown rarely) */
 	pthread_mutex_t mu;
+	int mu_ready;
 	ct_req_t *ops;
 	uint32_t n_ops, cap_ops;
 	size_t size;
-	uint8_t args[];
-} launch_t;
+	void *args;              /* inline, or big */
+	uint8_t *big;            /* arguments larger than inline */
+	size_t big_cap;
+	_Alignas(16) uint8_t inline_args[LAUNCH_ARGS_INLINE];
+};
+typedef struct launch launch_t;
 
 static void run_block(void *arg, uint32_t block, uint32_t nblocks, uint32_t sm)
 {
@@ -87,7 +99,7 @@ static void launch_done(void *arg)
 			status = rc;
 			snprintf(l->fail_what, sizeof(l->fail_what), "handing its operations to the host proxy");
 		}
-		free(l->ops);
+		l->n_ops = 0; /* the list stays, for the record's next launch */
 	}
 	if (status) {
 		gice_error("api", "device %u stream %u: kernel failed in block %u of %u: %s: %s", l->dev->gid,
@@ -95,8 +107,7 @@ static void launch_done(void *arg)
 			   gice_status_name(status));
 		smt_stream_fail(l->stream->s, status);
 	}
-	pthread_mutex_destroy(&l->mu);
-	free(l);
+	/* the record is free for the queue position's next launch once we return */
 }
 
 /* Host mode: record a kernel's operation for the host proxy. t_issue stays the kernel's call. */
@@ -134,59 +145,137 @@ int gice_stream_create(gice_device_t *d, gice_stream_t **out)
 	if (!s)
 		return GICE_ERR_NO_MEMORY;
 	s->dev = d;
-	if ((rc = smt_stream_create(d->smt, &s->s))) {
-		free(s);
-		return rc;
+	if ((rc = smt_stream_create(d->smt, &s->s)))
+		goto err_free;
+	/* one record per queue position; calloc: the pages of positions never used stay untouched */
+	s->n_launches = smt_stream_depth(s->s);
+	s->launches = calloc(s->n_launches, sizeof(*s->launches));
+	if (!s->launches) {
+		gice_error("api", "device %u: no memory for %u launch records of a stream", d->gid, s->n_launches);
+		rc = GICE_ERR_NO_MEMORY;
+		goto err_destroy;
 	}
 	*out = s;
 	return GICE_OK;
+
+err_destroy:
+	smt_stream_destroy(s->s, UINT64_MAX);
+err_free:
+	free(s);
+	return rc;
 }
 
 int gice_stream_destroy(gice_stream_t *s)
 {
 	int rc = smt_stream_destroy(s->s, api_g.timeout_ns);
 
-	if (rc == GICE_OK)
-		free(s);
-	return rc;
+	if (rc != GICE_OK)
+		return rc;
+	for (uint32_t i = 0; i < s->n_launches; i++) {
+		launch_t *l = &s->launches[i];
+		if (l->mu_ready)
+			pthread_mutex_destroy(&l->mu);
+		free(l->ops);
+		free(l->big);
+	}
+	free(s->launches);
+	free(s);
+	return GICE_OK;
 }
 
-int gice_launch(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const void *args, size_t args_size)
-{
-	launch_t *l;
-	int rc;
+struct launch_req {
+	gice_stream_t *s;
+	gice_kernel_t fn;
+	uint32_t nblocks;
+	const void *args;
+	size_t size;
+};
 
-	if (!kernel || !nblocks)
-		return GICE_ERR_INVALID;
-	l = malloc(sizeof(*l) + args_size);
-	if (!l)
-		return GICE_ERR_NO_MEMORY;
-	l->fn = kernel;
-	l->dev = s->dev;
-	l->stream = s;
-	atomic_init(&l->status, GICE_OK);
-	l->fail_block = 0;
-	l->nblocks = nblocks;
-	l->ops = NULL;
-	l->n_ops = l->cap_ops = 0;
-	if (s->dev->host_mode) { /* room for the kernel's operations, at launch rather than per op */
-		l->ops = malloc(64 * sizeof(*l->ops));
-		if (!l->ops) {
-			free(l);
+/* smt_prep_fn: fill the record of queue position index (free: its last launch is done). Only
+ * the first use of a record in host mode, or arguments larger than it held, allocate. */
+static int launch_prep(void *ctx, uint32_t index, void **arg)
+{
+	const struct launch_req *q = ctx;
+	launch_t *l = &q->s->launches[index];
+
+	if (q->size > LAUNCH_ARGS_INLINE && q->size > l->big_cap) {
+		uint8_t *big = malloc(q->size);
+		if (!big) {
+			gice_error("api", "device %u: no memory for %zu bytes of kernel arguments", q->s->dev->gid,
+				   q->size);
+			return GICE_ERR_NO_MEMORY;
+		}
+		free(l->big);
+		l->big = big;
+		l->big_cap = q->size;
+	}
+	if (q->s->dev->host_mode && !l->ops) { /* room for the kernel's operations, once per record */
+		if (!(l->ops = malloc(64 * sizeof(*l->ops)))) {
+			gice_error("api", "device %u: no memory for a kernel's operation list (host mode)",
+				   q->s->dev->gid);
 			return GICE_ERR_NO_MEMORY;
 		}
 		l->cap_ops = 64;
 	}
-	pthread_mutex_init(&l->mu, NULL);
-	l->size = args_size;
-	if (args_size)
-		memcpy(l->args, args, args_size);
-	if ((rc = smt_launch(s->s, run_block, l, nblocks, launch_done))) {
-		pthread_mutex_destroy(&l->mu);
-		free(l->ops);
-		free(l);
+	if (q->s->dev->host_mode && !l->mu_ready) {
+		if (pthread_mutex_init(&l->mu, NULL))
+			return GICE_ERR_NO_MEMORY;
+		l->mu_ready = 1;
 	}
-	return rc;
+	l->fn = q->fn;
+	l->dev = q->s->dev;
+	l->stream = q->s;
+	atomic_store_explicit(&l->status, GICE_OK, memory_order_relaxed);
+	l->fail_block = 0;
+	l->nblocks = q->nblocks;
+	l->n_ops = 0;
+	l->size = q->size;
+	l->args = q->size > LAUNCH_ARGS_INLINE ? (void *)l->big : (void *)l->inline_args;
+	if (q->size)
+		memcpy(l->args, q->args, q->size);
+	*arg = l;
+	return GICE_OK;
+}
+
+static int launch(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const void *args, size_t args_size,
+		  uint32_t flags)
+{
+	struct launch_req q = {.s = s, .fn = kernel, .nblocks = nblocks, .args = args, .size = args_size};
+
+	return smt_launch_prep(s->s, run_block, nblocks, flags, launch_done, launch_prep, &q);
+}
+
+int gice_launch(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const void *args, size_t args_size)
+{
+	if (!s || !kernel || !nblocks || (args_size && !args))
+		return GICE_ERR_INVALID;
+	return launch(s, kernel, nblocks, args, args_size, 0);
+}
+
+int gice_launch_cooperative(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const void *args,
+			    size_t args_size)
+{
+	uint32_t n_sms;
+
+	if (!s || !kernel || !nblocks || (args_size && !args))
+		return GICE_ERR_INVALID;
+	n_sms = smt_num_sms(s->dev->smt);
+	if (nblocks > n_sms) { /* its blocks could never all run at once: it would hang */
+		gice_error("api",
+			   "device %u stream %u: cooperative launch of %u blocks, the device has %u SMs "
+			   "(GICE_SMS): at most one block per SM",
+			   s->dev->gid, smt_stream_id(s->s), nblocks, n_sms);
+		return GICE_ERR_INVALID;
+	}
+	return launch(s, kernel, nblocks, args, args_size, SMT_LAUNCH_COOP);
+}
+
+int gice_device_sms(const gice_device_t *dev, uint32_t *n_sms)
+{
+	if (!dev || !n_sms)
+		return GICE_ERR_INVALID;
+	*n_sms = smt_num_sms(dev->smt);
+	return GICE_OK;
 }
 
 int gice_stream_wait_value(gice_stream_t *s, gice_counter_t c, gice_cmp_t cmp, uint64_t value, uint64_t timeout_ms)

@@ -91,6 +91,10 @@ int gice_device_close(gice_device_t *dev);
 uint32_t gice_device_id(const gice_device_t *dev);
 /* The fabric provider in use, e.g. "shm" or "tcp;ofi_rxm". */
 const char *gice_device_provider(const gice_device_t *dev);
+/* The device's SMs (worker threads that run kernel blocks: gice_device_attr_t.n_sms or
+ * GICE_SMS) in *n_sms: the largest grid gice_launch_cooperative takes. GICE_OK;
+ * GICE_ERR_INVALID on NULL (*n_sms untouched). */
+int gice_device_sms(const gice_device_t *dev, uint32_t *n_sms);
 
 /* ---------------------------------------------------------------- memory */
 
@@ -208,9 +212,19 @@ int gice_stream_create(gice_device_t *dev, gice_stream_t **out);
 /* Waits (GICE_TIMEOUT_MS) for queued work; GICE_ERR_TIMED_OUT leaves it alive. */
 int gice_stream_destroy(gice_stream_t *s);
 /* Run kernel once per block of a grid of nblocks on the device's SMs, after the stream's
- * earlier work. args_size bytes at args are copied. Asynchronous. GICE_ERR_INVALID for
- * nblocks 0; GICE_ERR_NO_MEMORY when the stream queue is full. */
+ * earlier work. args_size bytes at args are copied (no allocation per launch; arguments over
+ * 128 bytes into a buffer kept for the next launches). Asynchronous. A block that waits holds
+ * its SM: a grid whose blocks wait on each other needs gice_launch_cooperative.
+ * GICE_ERR_INVALID for nblocks 0, no kernel, or args NULL with args_size > 0;
+ * GICE_ERR_NO_MEMORY when the stream queue (GICE_SMT_STREAM_DEPTH) is full. */
 int gice_launch(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const void *args, size_t args_size);
+/* gice_launch for a grid whose blocks wait on each other (a grid barrier, a producer block and
+ * its consumers): every block gets an SM at once, so nblocks must not exceed the device's SMs
+ * (gice_device_sms), and they all run concurrently when no other kernel holds SMs.
+ * GICE_ERR_INVALID, with nothing enqueued and a message naming nblocks and the SM count, when
+ * nblocks > the SMs (such a grid would hang); otherwise as gice_launch. */
+int gice_launch_cooperative(gice_stream_t *s, gice_kernel_t kernel, uint32_t nblocks, const void *args,
+			    size_t args_size);
 /* The stream stalls until cmp(counter, value) holds — no host thread polls. Past timeout_ms
  * (0: GICE_TIMEOUT_MS) the wait fails: gice_stream_sync returns GICE_ERR_TIMED_OUT. */
 int gice_stream_wait_value(gice_stream_t *s, gice_counter_t ctr, gice_cmp_t cmp, uint64_t value,

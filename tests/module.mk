@@ -10,3 +10,4 @@ TESTS += test_faults
 TEST_SCRIPTS += test_netns_loss
 TESTS += test_reliability
 TESTS += test_failure test_completions
+TESTS += test_launch

@@ -6,6 +6,7 @@
  *            time (the fi_pingpong convention, so the two compare directly).
  *   idle     CPU used by an idle device over one second, after 10 ms of idleness.
  *   memcpy   one core's memcpy bandwidth per size: the reference for copy-engine puts.
+ *   launch   gice_launch of an empty kernel + gice_stream_sync, per grid size (--blocks).
  *   stress   a checked workload for reliability testing: windows of puts of pseudo-random sizes
  *            from device A into a ring at device B, then a large exchange both ways at once;
  *            every byte and every signal count verified, one "intact" line per device with the
@@ -34,6 +35,8 @@ static struct {
 	uint32_t window;     /* stress: puts (and chunks) in flight */
 	uint64_t seed;       /* stress: sizes and contents */
 	uint64_t timeout_ms; /* stress: every wait */
+	uint32_t blocks[32]; /* launch: grid sizes */
+	int nblocks;
 } opt = {.iters = 0, .bytes = 64u << 20, .chunk = 1u << 20, .window = 64, .seed = 1, .timeout_ms = 60000};
 
 static uint64_t now_ns(void)
@@ -970,6 +973,49 @@ static int bench_memcpy(void)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- launch */
+
+static void empty_kernel(gice_kctx_t *k, void *args)
+{
+	(void)k;
+	(void)args;
+}
+
+/* The launch path's fixed cost: gice_launch of an empty kernel of n blocks, then
+ * gice_stream_sync, timed together from the host, one launch in flight at a time. */
+static int bench_launch(void)
+{
+	gice_device_attr_t attr = {.provider = opt.provider};
+	gice_device_t *d;
+	gice_stream_t *s;
+	long iters = opt.iters ? opt.iters : 10000, warm = iters / 10 + 1;
+	uint64_t *lat = calloc((size_t)iters, sizeof(*lat));
+	char grid[32];
+
+	if (!lat) {
+		fprintf(stderr, "gice-bench launch: no memory for %ld samples\n", iters);
+		return 1;
+	}
+	CHECK(gice_device_open(&attr, &d));
+	CHECK(gice_stream_create(d, &s));
+	for (int bi = 0; bi < opt.nblocks; bi++) {
+		uint32_t n = opt.blocks[bi];
+		for (long i = -warm; i < iters; i++) {
+			uint64_t t0 = now_ns();
+			CHECK(gice_launch(s, empty_kernel, n, NULL, 0));
+			CHECK(gice_stream_sync(s, 0));
+			if (i >= 0)
+				lat[i] = now_ns() - t0;
+		}
+		snprintf(grid, sizeof(grid), "blocks=%u", n);
+		row("launch", grid, 1, 0, iters, pct(lat, iters, 0.5), pct(lat, iters, 0.99), 0, 0);
+	}
+	CHECK(gice_stream_destroy(s));
+	CHECK(gice_device_close(d));
+	free(lat);
+	return 0;
+}
+
 /* ---------------------------------------------------------------- idle */
 
 static double cpu_s(void)
@@ -1008,6 +1054,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: gice-bench trigger|put|idle|memcpy [--csv] [--sizes 8,4096,...] [--iters N] [--provider NAME] "
 		   "[--check] [--stages]\n"
+		   "       gice-bench launch [--csv] [--iters N] [--blocks 1,4,...] [--provider NAME]\n"
 		   "       gice-bench stress [--csv] [--iters N] [--bytes B] [--chunk B] [--window N] [--seed S] "
 		   "[--timeout-ms MS] [--provider NAME]\n");
 }
@@ -1043,8 +1090,8 @@ int main(int argc, char **argv)
 					   {"stages", no_argument, 0, 'S'},    {"bytes", required_argument, 0, 'b'},
 					   {"chunk", required_argument, 0, 'C'}, {"window", required_argument, 0, 'w'},
 					   {"seed", required_argument, 0, 'e'}, {"timeout-ms", required_argument, 0, 't'},
-					   {0, 0, 0, 0}};
-	const char *sizes = "8,4096,65536,1048576";
+					   {"blocks", required_argument, 0, 'B'}, {0, 0, 0, 0}};
+	const char *sizes = "8,4096,65536,1048576", *blocks = "1,4";
 	uint64_t v;
 	int ch, rc;
 
@@ -1081,6 +1128,7 @@ int main(int argc, char **argv)
 				return 2;
 			opt.timeout_ms = v;
 			break;
+		case 'B': blocks = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -1104,6 +1152,16 @@ int main(int argc, char **argv)
 			n <<= 20;
 		opt.sizes[opt.nsizes++] = (size_t)n;
 	}
+	snprintf(buf, sizeof(buf), "%s", blocks);
+	for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (opt.nblocks == 32) {
+			fprintf(stderr, "gice-bench: at most 32 --blocks\n");
+			return 2;
+		}
+		if (parse_num("--blocks", t, 1, 1u << 20, &v))
+			return 2;
+		opt.blocks[opt.nblocks++] = (uint32_t)v;
+	}
 	CHECK(gice_init());
 	int table = strcmp(argv[optind], "idle") && (strcmp(argv[optind], "stress") || opt.csv);
 	if (table && gice_rank() == 0)
@@ -1118,6 +1176,8 @@ int main(int argc, char **argv)
 		rc = bench_memcpy();
 	else if (!strcmp(argv[optind], "stress"))
 		rc = bench_stress();
+	else if (!strcmp(argv[optind], "launch"))
+		rc = bench_launch();
 	else {
 		usage(stderr);
 		rc = 2;

@@ -5,8 +5,10 @@
  * index. The records belong to the device, not to the streams, so an SM may look at a record
  * whatever happens to the stream, until smt_destroy joins the SMs. Launching fills the record
  * and sets the slot's bit in active_mask; SMs scan the set bits and take blocks with a
- * fetch_add on the record's `next` word. The last block to finish clears the bit and wakes the
- * stream. No allocation per kernel or per block.
+ * fetch_add on the record's `next` word. The last block to finish clears the bit and completes
+ * the launch command itself: on_done, the stream's tail, the syncing host's wake-up; then it
+ * marks the record DONE and wakes the stream thread. So a sync waits on one hand-off (last block
+ * -> host), not two (last block -> stream thread -> host). No allocation per kernel or block.
  *
  * A record is reused by the stream's next launch (or a later stream in the same slot), possibly
  * while a slow SM is still looking at it, so `next` carries the launch generation in its high
@@ -17,16 +19,32 @@
  * matching generation cannot be stale: the kernel cannot end (and the record cannot be reused)
  * until that block has run.
  *
+ * The stream (smt_stream_t) outlives the SM's use of it: the stream thread waits for DONE, which
+ * the SM stores after its last access to the stream, and smt_stream_destroy joins that thread
+ * before freeing the stream. After DONE the SM touches only the record (device memory).
+ *
  * Sleeping. Idle SMs spin GICE_SMT_SPIN_US, then register in `sleepers`, read `work_seq`,
  * scan once more and futex-wait on that seq; a launch publishes, bumps work_seq and wakes if
  * sleepers > 0 (seq_cst pair: either the launcher sees the sleeper or the sleeper's scan sees
- * the kernel). Stream threads use the same pattern on cmd_seq (enqueue) and on the kernel
- * record's state (kernel end); smt_stream_sync on done_seq (command end).
+ * the kernel). It wakes as many SMs as the grid has blocks, less the SMs spinning. Stream
+ * threads use the same pattern on cmd_seq (enqueue) and on the kernel record's state (kernel
+ * end); smt_stream_sync on done_seq (command end).
+ *
+ * Spinning is budgeted: idle SMs spin only while fewer than GICE_SMT_SPINNERS threads of the
+ * device spin (by default one fewer than the CPUs the process may use, leaving one to the host
+ * thread), the others sleep at once. An idle stream thread spins for commands whatever the
+ * budget, and a spinning SM that finds the budget exceeded goes to sleep: the stream thread is
+ * the first hop of a launch, an SM the second, reached with one wake-up. On 2 cores, a host
+ * thread syncing plus 4 spinning SMs and a spinning stream thread left the thread that had
+ * work waiting for a time slice: launch + sync took ~50 us. A stream thread never spins on its
+ * kernel's end (the last block completes the launch; a spinning stream thread would take the
+ * core that block needs).
  */
 #include "emu/sm_threads/sm_threads.h"
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +52,9 @@
 #define SMT_MAX_SMS 256
 #define SMT_MAX_STREAMS 64
 #define SMT_MAX_BLOCKS INT32_MAX
+/* A launch wakes at most as many SMs as there are CPUs; if blocks are still not handed out
+ * this long after, it wakes SMs for them (blocks that wait on each other each need an SM). */
+#define SMT_TOPUP_NS 200000ull
 
 const gice_param_t smt_params[] = {
 	{"GICE_SMS", "4", "SM worker threads per emulated device", GICE_PARAM_U64, 1, SMT_MAX_SMS},
@@ -41,6 +62,10 @@ const gice_param_t smt_params[] = {
 	 GICE_PARAM_U64, 0, 1000000},
 	{"GICE_SMT_STREAM_DEPTH", "1024", "commands a stream can hold (launches, waits, writes)",
 	 GICE_PARAM_U64, 1, 1u << 20},
+	{"GICE_SMT_SPINNERS", "0",
+	 "idle SM and stream threads of a device that may spin at once, the others sleep at once "
+	 "(0: the CPUs this process may use, minus one, at least 1)",
+	 GICE_PARAM_U64, 0, 1024},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
@@ -76,6 +101,7 @@ struct smt_cmd {
 	uint64_t value;      /* WAIT/WRITE */
 	uint64_t timeout_ns; /* WAIT */
 	int idle;            /* WAIT: timeout_ns measures a stall (tm_counter_wait_idle) */
+	int coop;            /* LAUNCH: cooperative, wake an SM per block at once */
 	smt_block_fn fn;     /* LAUNCH */
 	void *arg;
 	void (*on_done)(void *arg);
@@ -85,12 +111,17 @@ struct smt_cmd {
 
 enum { SMT_K_RUNNING, SMT_K_DONE, SMT_K_WAITING }; /* smt_kernel.state: the stream's futex */
 
+typedef void (*smt_done_fn)(void *arg);
+
 struct smt_kernel {
 	_Alignas(GICE_CACHELINE) _Atomic uint64_t next;         /* gen << 32 | next block to hand out */
 	_Atomic uint32_t gen;          /* launch generation (seqlock word for the fields below) */
 	_Atomic uint32_t nblocks;
 	_Atomic(smt_block_fn) fn;
 	_Atomic(void *) arg;
+	_Atomic(smt_done_fn) on_done;  /* run by the last block (may be NULL) */
+	_Atomic(smt_stream_t *) s;     /* the stream whose command the last block completes */
+	_Atomic uint64_t tail;         /* the stream's tail once this launch is finished */
 	_Atomic uint32_t done;         /* blocks finished */
 	_Atomic uint32_t state;        /* SMT_K_*: the last block sets DONE, the stream may WAIT */
 };
@@ -112,6 +143,10 @@ struct smt_dev {
 
 	_Atomic uint32_t work_seq; /* futex: bumped on launch and stop */
 	_Atomic uint32_t sleepers; /* SMs registered to sleep on work_seq */
+	_Atomic uint32_t sm_spinning; /* SMs spinning for work: a launch wakes fewer sleepers */
+	_Atomic uint32_t spinning; /* idle SM and stream threads spinning (at most max_spinners) */
+	uint32_t max_spinners;     /* GICE_SMT_SPINNERS, resolved */
+	int spin_yield;            /* more threads than CPUs: spinners yield (spin_pause) */
 	_Atomic uint32_t stop;
 	_Atomic uint64_t active_mask; /* bit i: kernels[i] has blocks to hand out or running */
 
@@ -143,21 +178,89 @@ struct smt_stream {
 
 /* ---- SM side ---- */
 
-/* Last block of k ended: unpublish it and wake its stream. */
+static void stream_complete(smt_stream_t *s, uint64_t tail);
+
+/* An SM takes a spinning slot of the device's budget: 1 if it may spin (it must call spin_put
+ * after, and stop when spin_over), 0 if it should sleep at once. */
+static int spin_get(smt_dev_t *d)
+{
+	if (atomic_fetch_add_explicit(&d->spinning, 1, memory_order_relaxed) < d->max_spinners)
+		return 1;
+	atomic_fetch_sub_explicit(&d->spinning, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* One turn of a spin loop (i counts them). When the device's threads outnumber the CPUs, a
+ * spinner also yields the CPU now and then: a thread just woken onto its CPU (the SM that has
+ * the block, the host that the last block released) runs at once rather than waiting for the
+ * spin to time out, which measured as steps of GICE_SMT_SPIN_US in launch + sync on 2 cores. */
+static inline void spin_pause(const smt_dev_t *d, uint32_t i)
+{
+	gice_cpu_relax();
+	if (d->spin_yield && (i & 15) == 15)
+		sched_yield();
+}
+
+/* More threads spin than the budget (a stream thread started): a spinning SM yields. */
+static int spin_over(smt_dev_t *d)
+{
+	return atomic_load_explicit(&d->spinning, memory_order_relaxed) > d->max_spinners;
+}
+
+static void spin_put(smt_dev_t *d) { atomic_fetch_sub_explicit(&d->spinning, 1, memory_order_relaxed); }
+
+/* Last block of k ended (the done fetch_add chain brought every block's writes here): unpublish
+ * it, complete the launch command of its stream (on_done, tail, the syncing host's wake-up),
+ * then mark the record DONE and wake the stream thread. */
 static void kernel_finish(smt_dev_t *d, uint32_t slot, struct smt_kernel *k)
 {
+	smt_done_fn on_done = atomic_load_explicit(&k->on_done, memory_order_relaxed);
+	void *arg = atomic_load_explicit(&k->arg, memory_order_relaxed);
+	smt_stream_t *s = atomic_load_explicit(&k->s, memory_order_relaxed);
+
 	atomic_fetch_and_explicit(&d->active_mask, ~(1ull << slot), memory_order_relaxed);
-	/* acq_rel: the done fetch_add chain brought every block's writes here; release them to
-	 * the stream thread (and through it to the next kernel and to smt_stream_sync). The
-	 * stream may run on before our wake: the word is device memory, so the late wake is
-	 * harmless. */
+	if (on_done) /* e.g. records the kernel's failure as the stream's error before the tail */
+		on_done(arg);
+	stream_complete(s, atomic_load_explicit(&k->tail, memory_order_relaxed));
+	/* Our last access to the stream is above: from DONE on it may be destroyed (its thread
+	 * waits for DONE). acq_rel: release the blocks' writes to the stream thread (and through
+	 * it to the next command). The word is device memory, so the wake after it is harmless. */
 	uint32_t old = atomic_exchange_explicit(&k->state, SMT_K_DONE, memory_order_acq_rel);
 	if (old == SMT_K_WAITING)
 		gice_futex_wake(&k->state, 1);
 }
 
-/* Try to take and run one block of kernels[slot]. 1 if one ran. */
-static int sm_try_kernel(smt_dev_t *d, uint32_t sm, uint32_t slot)
+/* Does a kernel other than kernels[slot] have blocks not handed out? seq_cst: see sm_unspin. */
+static int sm_other_unclaimed(smt_dev_t *d, uint32_t slot)
+{
+	uint64_t m = atomic_load_explicit(&d->active_mask, memory_order_seq_cst) & ~(1ull << slot);
+
+	for (; m; m &= m - 1) {
+		struct smt_kernel *k = &d->kernels[__builtin_ctzll(m)];
+		if ((uint32_t)atomic_load_explicit(&k->next, memory_order_relaxed) <
+		    atomic_load_explicit(&k->nblocks, memory_order_relaxed))
+			return 1;
+	}
+	return 0;
+}
+
+/* A spinning SM took a block of kernels[slot]: it stops spinning before running it. A launch
+ * that counted it as a spinner woke one SM fewer; if another kernel is still waiting for blocks
+ * to be taken, that launch may have been the one, so wake an SM in our place. (seq_cst: the
+ * launcher bumps work_seq then reads sm_spinning; we decrement it then read active_mask: either
+ * it saw us gone and woke someone, or we see its kernel.) */
+static void sm_unspin(smt_dev_t *d, uint32_t slot, int *spinning)
+{
+	*spinning = 0;
+	atomic_fetch_sub_explicit(&d->sm_spinning, 1, memory_order_seq_cst);
+	spin_put(d);
+	if (atomic_load_explicit(&d->sleepers, memory_order_seq_cst) && sm_other_unclaimed(d, slot))
+		gice_futex_wake(&d->work_seq, 1);
+}
+
+/* Try to take and run one block of kernels[slot]. 1 if one ran. *spinning: the caller is a
+ * spinning SM (cleared before the block runs). */
+static int sm_try_kernel(smt_dev_t *d, uint32_t sm, uint32_t slot, int *spinning)
 {
 	struct smt_kernel *k = &d->kernels[slot];
 
@@ -176,6 +279,8 @@ static int sm_try_kernel(smt_dev_t *d, uint32_t sm, uint32_t slot)
 	uint32_t nb = atomic_load_explicit(&k->nblocks, memory_order_acquire);
 	if (atomic_load_explicit(&k->gen, memory_order_relaxed) != gen || b >= nb)
 		return 0;
+	if (*spinning)
+		sm_unspin(d, slot, spinning);
 	fn(arg, b, nb, sm);
 	/* acq_rel: this block's writes join those of the blocks before; the last one has all */
 	if (atomic_fetch_add_explicit(&k->done, 1, memory_order_acq_rel) + 1 == nb)
@@ -184,7 +289,7 @@ static int sm_try_kernel(smt_dev_t *d, uint32_t sm, uint32_t slot)
 }
 
 /* Take and run one block of any active kernel, round robin from *start. 1 if one ran. */
-static int sm_run_one(smt_dev_t *d, uint32_t sm, uint32_t *start)
+static int sm_run_one(smt_dev_t *d, uint32_t sm, uint32_t *start, int *spinning)
 {
 	/* acquire: pairs with the launch's release fetch_or, so the record is filled */
 	uint64_t m = atomic_load_explicit(&d->active_mask, memory_order_acquire);
@@ -194,7 +299,7 @@ static int sm_run_one(smt_dev_t *d, uint32_t sm, uint32_t *start)
 	for (int h = 0; h < 2; h++)
 		for (uint64_t bits = part[h]; bits; bits &= bits - 1) {
 			uint32_t slot = (uint32_t)__builtin_ctzll(bits);
-			if (sm_try_kernel(d, sm, slot)) {
+			if (sm_try_kernel(d, sm, slot, spinning)) {
 				*start = slot + 1; /* round robin between kernels of different streams */
 				return 1;
 			}
@@ -207,25 +312,37 @@ static void *sm_main(void *p)
 	struct smt_sm *sm = p;
 	smt_dev_t *d = sm->d;
 	uint32_t start = 0;
+	int no = 0;
 	char name[16];
 
 	snprintf(name, sizeof(name), "gice-d%u-sm%u", d->dev_id, sm->index);
 	pthread_setname_np(pthread_self(), name);
 
 	for (;;) {
-		if (sm_run_one(d, sm->index, &start))
+		if (sm_run_one(d, sm->index, &start, &no))
 			continue;
 
-		/* spin: a kernel launched right after the last one starts without a wake-up */
-		uint64_t spin_end = gice_now_ns() + d->spin_ns;
+		/* spin (within the device's budget): a kernel launched right after the last one
+		 * starts without a wake-up */
 		int ran = 0;
-		for (uint32_t i = 0;; i++) {
-			if ((ran = sm_run_one(d, sm->index, &start)) ||
-			    atomic_load_explicit(&d->stop, memory_order_acquire))
-				break;
-			if ((i & 15) == 15 && gice_now_ns() >= spin_end)
-				break;
-			gice_cpu_relax();
+		if (d->spin_ns && spin_get(d)) {
+			uint64_t spin_end = gice_now_ns() + d->spin_ns;
+			/* seq_cst: a launcher that reads sm_spinning after its work_seq bump and
+			 * counts us either finds us spinning or finds our sleep registration later */
+			int spinning = 1;
+			atomic_fetch_add_explicit(&d->sm_spinning, 1, memory_order_seq_cst);
+			for (uint32_t i = 0;; i++) {
+				if ((ran = sm_run_one(d, sm->index, &start, &spinning)) ||
+				    atomic_load_explicit(&d->stop, memory_order_acquire))
+					break;
+				if ((i & 15) == 15 && (gice_now_ns() >= spin_end || spin_over(d)))
+					break;
+				spin_pause(d, i);
+			}
+			if (spinning) { /* else the block we ran ended it */
+				atomic_fetch_sub_explicit(&d->sm_spinning, 1, memory_order_seq_cst);
+				spin_put(d);
+			}
 		}
 		if (ran)
 			continue;
@@ -237,7 +354,7 @@ static void *sm_main(void *p)
 			atomic_fetch_sub_explicit(&d->sleepers, 1, memory_order_relaxed);
 			break;
 		}
-		if (!sm_run_one(d, sm->index, &start))
+		if (!sm_run_one(d, sm->index, &start, &no))
 			gice_futex_wait(&d->work_seq, seen, UINT64_MAX);
 		atomic_fetch_sub_explicit(&d->sleepers, 1, memory_order_relaxed);
 	}
@@ -245,6 +362,25 @@ static void *sm_main(void *p)
 }
 
 /* ---- device ---- */
+
+/* The CPUs this process may use. */
+static uint32_t smt_cpus(void)
+{
+	cpu_set_t set;
+
+	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0 ? (uint32_t)CPU_COUNT(&set) : 1;
+}
+
+/* GICE_SMT_SPINNERS, 0 resolved to the CPUs minus one (at least 1). */
+static uint32_t smt_spin_budget(uint32_t cpus)
+{
+	const gice_param_t *p = gice_param_find(smt_params, "GICE_SMT_SPINNERS");
+	uint64_t n = 0;
+
+	if (gice_param_u64(p, &n) == GICE_OK && n)
+		return (uint32_t)n;
+	return cpus > 2 ? cpus - 1 : 1;
+}
 
 int smt_create(uint32_t n_sms, uint32_t dev_id, tm_region_t *tm, smt_dev_t **out)
 {
@@ -275,6 +411,9 @@ int smt_create(uint32_t n_sms, uint32_t dev_id, tm_region_t *tm, smt_dev_t **out
 	d->dev_id = dev_id;
 	d->tm = tm;
 	d->spin_ns = spin_us * 1000;
+	uint32_t cpus = smt_cpus();
+	d->max_spinners = smt_spin_budget(cpus);
+	d->spin_yield = n_sms + 2 > cpus; /* the SMs, a stream thread and the host */
 	d->sms = calloc(n_sms, sizeof(*d->sms));
 	if (!d->sms) {
 		gice_error("smt", "device %u: no memory for %u SMs", dev_id, n_sms);
@@ -356,7 +495,21 @@ static void sleep_on(_Atomic uint32_t *word, _Atomic uint32_t *sleeping, uint32_
 	atomic_store_explicit(sleeping, 0, memory_order_relaxed);
 }
 
-static void stream_launch(smt_stream_t *s, const struct smt_cmd *c)
+/* After a publish (work_seq bumped): wake up to n sleeping SMs, less the SMs spinning, which
+ * take blocks without a wake (an SM that stops spinning registers as a sleeper after the bump
+ * and so scans again before it sleeps). seq_cst reads: pair with sm_main's registration. */
+static void sm_wake(smt_dev_t *d, uint32_t n)
+{
+	if (!atomic_load_explicit(&d->sleepers, memory_order_seq_cst))
+		return;
+	uint32_t spinning = atomic_load_explicit(&d->sm_spinning, memory_order_seq_cst);
+	if (n > spinning)
+		gice_futex_wake(&d->work_seq, (int)(n - spinning));
+}
+
+/* Run the launch command c, the stream's command number tail: publish the kernel, wake SMs,
+ * wait for its end. Its last block completes the command (stream_complete). */
+static void stream_launch(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 {
 	smt_dev_t *d = s->d;
 	struct smt_kernel *k = s->k;
@@ -368,32 +521,41 @@ static void stream_launch(smt_stream_t *s, const struct smt_cmd *c)
 	atomic_store_explicit(&k->fn, c->fn, memory_order_release);
 	atomic_store_explicit(&k->arg, c->arg, memory_order_release);
 	atomic_store_explicit(&k->nblocks, c->nblocks, memory_order_release);
+	atomic_store_explicit(&k->on_done, c->on_done, memory_order_release);
+	atomic_store_explicit(&k->s, s, memory_order_release);
+	atomic_store_explicit(&k->tail, tail + 1, memory_order_release);
 	atomic_store_explicit(&k->done, 0, memory_order_relaxed);
 	atomic_store_explicit(&k->state, SMT_K_RUNNING, memory_order_relaxed);
 	/* release: fields (and everything the stream saw, e.g. the previous kernel's writes)
 	 * before an SM can take block 0 */
 	atomic_store_explicit(&k->next, (uint64_t)gen << 32, memory_order_release);
-	atomic_fetch_or_explicit(&d->active_mask, 1ull << s->slot, memory_order_release);
-	/* seq_cst bump then sleepers read: pairs with sm_main's registration */
+	/* seq_cst (an RMW, the same instruction): sm_unspin's reasoning needs it in the order */
+	atomic_fetch_or_explicit(&d->active_mask, 1ull << s->slot, memory_order_seq_cst);
+	/* seq_cst bump then sleepers read (sm_wake): pairs with sm_main's registration */
 	atomic_fetch_add_explicit(&d->work_seq, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&d->sleepers, memory_order_seq_cst))
-		gice_futex_wake(&d->work_seq, (int)GICE_MIN(c->nblocks, d->n_sms));
+	uint32_t want = GICE_MIN(c->nblocks, d->n_sms);
+	if (!c->coop) /* as many as can run at once; the rest if the grid stalls (below) */
+		want = GICE_MIN(want, d->max_spinners + 1);
+	sm_wake(d, want);
 
-	/* Wait for the last block: spin, then sleep on state (RUNNING -> WAITING). */
-	uint64_t spin_end = gice_now_ns() + d->spin_ns;
-	for (uint32_t i = 0;; i++) {
-		if (atomic_load_explicit(&k->state, memory_order_acquire) == SMT_K_DONE)
-			return;
-		if ((i & 15) == 15 && gice_now_ns() >= spin_end)
-			break;
-		gice_cpu_relax();
-	}
+	/* Wait for the last block: sleep on state at once (RUNNING -> WAITING). No spin: the
+	 * last block completes the command without us, and on a small machine a spinning
+	 * stream thread takes the core the blocks need. */
 	uint32_t expect = SMT_K_RUNNING;
 	atomic_compare_exchange_strong_explicit(&k->state, &expect, SMT_K_WAITING,
 						memory_order_acquire, memory_order_acquire);
+	/* Blocks that wait on each other need an SM each: if some are still not handed out
+	 * after a while (the SMs woken wait inside theirs), wake SMs for all of them, once. */
+	uint64_t nap = want < GICE_MIN(c->nblocks, d->n_sms) ? SMT_TOPUP_NS : UINT64_MAX;
 	/* acquire: pairs with kernel_finish's exchange, so the blocks' writes are visible */
-	while (atomic_load_explicit(&k->state, memory_order_acquire) != SMT_K_DONE)
-		gice_futex_wait(&k->state, SMT_K_WAITING, UINT64_MAX);
+	while (atomic_load_explicit(&k->state, memory_order_acquire) != SMT_K_DONE) {
+		if (gice_futex_wait(&k->state, SMT_K_WAITING, nap) != GICE_ERR_TIMED_OUT || nap == UINT64_MAX)
+			continue;
+		nap = UINT64_MAX;
+		uint64_t t = atomic_load_explicit(&k->next, memory_order_relaxed);
+		if ((uint32_t)(t >> 32) == gen && (uint32_t)t < c->nblocks)
+			sm_wake(d, GICE_MIN(c->nblocks - (uint32_t)t, d->n_sms));
+	}
 }
 
 static int stream_wait(smt_stream_t *s, const struct smt_cmd *c)
@@ -417,7 +579,9 @@ static int stream_wait(smt_stream_t *s, const struct smt_cmd *c)
 	return rc;
 }
 
-static void stream_exec(smt_stream_t *s, const struct smt_cmd *c)
+/* Run command c, number tail of the stream. Returns 1 when it completed the command itself
+ * (the caller advances the tail), 0 when a kernel's last block did. */
+static int stream_exec(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 {
 	int rc = tm_region_status(s->d->tm);
 
@@ -429,14 +593,12 @@ static void stream_exec(smt_stream_t *s, const struct smt_cmd *c)
 			   s->d->dev_id, s->slot, smt_cmd_names[c->op]);
 		if (c->op == SMT_CMD_LAUNCH && c->on_done)
 			c->on_done(c->arg);
-		return;
+		return 1;
 	}
 	switch (c->op) {
 	case SMT_CMD_LAUNCH:
-		stream_launch(s, c);
-		if (c->on_done)
-			c->on_done(c->arg);
-		break;
+		stream_launch(s, c, tail);
+		return 0;
 	case SMT_CMD_WAIT_VALUE:
 		rc = stream_wait(s, c);
 		break;
@@ -449,6 +611,18 @@ static void stream_exec(smt_stream_t *s, const struct smt_cmd *c)
 	}
 	if (rc)
 		smt_stream_fail(s, rc);
+	return 1;
+}
+
+/* Command tail - 1 finished: publish the new tail and wake a syncing host. */
+static void stream_complete(smt_stream_t *s, uint64_t tail)
+{
+	/* release: the command's effects (kernel writes, counter writes, err) before a syncing
+	 * host sees the new tail; seq_cst bump pairs with sync's registration */
+	atomic_store_explicit(&s->tail, tail, memory_order_release);
+	atomic_fetch_add_explicit(&s->done_seq, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&s->sync_waiters, memory_order_seq_cst))
+		gice_futex_wake(&s->done_seq, INT_MAX);
 }
 
 void smt_stream_fail(smt_stream_t *s, int status)
@@ -491,28 +665,32 @@ static void *stream_main(void *p)
 		uint32_t seen = atomic_load_explicit(&s->cmd_seq, memory_order_acquire);
 		if (atomic_load_explicit(&s->head, memory_order_acquire) != tail) {
 			struct smt_cmd c = s->ring[tail % s->depth];
-			stream_exec(s, &c);
+			if (stream_exec(s, &c, tail))
+				stream_complete(s, tail + 1);
 			tail++;
-			/* release: the command's effects (kernel writes, counter writes, err) before
-			 * a syncing host sees the new tail; seq_cst bump pairs with sync's registration */
-			atomic_store_explicit(&s->tail, tail, memory_order_release);
-			atomic_fetch_add_explicit(&s->done_seq, 1, memory_order_seq_cst);
-			if (atomic_load_explicit(&s->sync_waiters, memory_order_seq_cst))
-				gice_futex_wake(&s->done_seq, INT_MAX);
 			continue;
 		}
 		if (atomic_load_explicit(&s->stop, memory_order_acquire))
 			break;
-		/* empty: spin a little, then sleep until an enqueue (or stop) bumps cmd_seq */
+		/* empty: spin a little (counted in the device's budget, which spinning SMs yield),
+		 * then sleep until an enqueue (or stop) bumps cmd_seq */
+		if (!spin_ns) {
+			sleep_on(&s->cmd_seq, &s->sleeping, seen);
+			continue;
+		}
+		atomic_fetch_add_explicit(&s->d->spinning, 1, memory_order_relaxed);
 		uint64_t spin_end = gice_now_ns() + spin_ns;
 		for (uint32_t i = 0;; i++) {
-			if (atomic_load_explicit(&s->cmd_seq, memory_order_relaxed) != seen)
+			if (atomic_load_explicit(&s->cmd_seq, memory_order_relaxed) != seen) {
+				spin_put(s->d);
 				break;
+			}
 			if ((i & 15) == 15 && gice_now_ns() >= spin_end) {
+				spin_put(s->d);
 				sleep_on(&s->cmd_seq, &s->sleeping, seen);
 				break;
 			}
-			gice_cpu_relax();
+			spin_pause(s->d, i);
 		}
 	}
 	return NULL;
@@ -622,7 +800,7 @@ static int stream_drain(smt_stream_t *s, uint64_t target, uint64_t timeout_ns, i
 	for (uint32_t i = 0; atomic_load_explicit(&s->tail, memory_order_acquire) < target; i++) {
 		if ((i & 15) == 15 && gice_now_ns() >= spin_end)
 			goto sleep;
-		gice_cpu_relax();
+		spin_pause(s->d, i);
 	}
 	return GICE_OK;
 
@@ -708,7 +886,8 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
 
 /* ---- enqueue ---- */
 
-static int stream_push(smt_stream_t *s, const struct smt_cmd *c)
+/* Enqueue c; for a launch with prep, prep fills its arg for the queue position first. */
+static int stream_push_prep(smt_stream_t *s, struct smt_cmd *c, smt_prep_fn prep, void *ctx)
 {
 	pthread_mutex_lock(&s->enq_lock);
 	uint64_t head = atomic_load_explicit(&s->head, memory_order_relaxed);
@@ -721,6 +900,13 @@ static int stream_push(smt_stream_t *s, const struct smt_cmd *c)
 			   s->d->dev_id, s->slot, s->depth, smt_cmd_names[c->op]);
 		return GICE_ERR_NO_MEMORY;
 	}
+	if (prep) {
+		int rc = prep(ctx, (uint32_t)(head % s->depth), &c->arg);
+		if (rc) {
+			pthread_mutex_unlock(&s->enq_lock);
+			return rc;
+		}
+	}
 	s->ring[head % s->depth] = *c;
 	/* release: the slot before the stream thread can see it */
 	atomic_store_explicit(&s->head, head + 1, memory_order_release);
@@ -731,6 +917,10 @@ static int stream_push(smt_stream_t *s, const struct smt_cmd *c)
 		gice_futex_wake(&s->cmd_seq, 1);
 	return GICE_OK;
 }
+
+static int stream_push(smt_stream_t *s, struct smt_cmd *c) { return stream_push_prep(s, c, NULL, NULL); }
+
+uint32_t smt_stream_depth(const smt_stream_t *s) { return s->depth; }
 
 static int counter_check(smt_stream_t *s, uint32_t counter, const char *what)
 {
@@ -747,15 +937,28 @@ static int counter_check(smt_stream_t *s, uint32_t counter, const char *what)
 int smt_launch(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks,
 	       void (*on_done)(void *arg))
 {
-	struct smt_cmd c = {.op = SMT_CMD_LAUNCH, .fn = fn, .arg = arg, .nblocks = nblocks,
-			    .on_done = on_done};
+	return smt_launch_flags(s, fn, arg, nblocks, 0, on_done);
+}
+
+int smt_launch_flags(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, uint32_t flags,
+		     void (*on_done)(void *arg))
+{
+	return smt_launch_prep(s, fn, nblocks, flags, on_done, NULL, arg);
+}
+
+/* prep NULL: ctx is the arg itself */
+int smt_launch_prep(smt_stream_t *s, smt_block_fn fn, uint32_t nblocks, uint32_t flags,
+		    void (*on_done)(void *arg), smt_prep_fn prep, void *ctx)
+{
+	struct smt_cmd c = {.op = SMT_CMD_LAUNCH, .fn = fn, .arg = prep ? NULL : ctx, .nblocks = nblocks,
+			    .on_done = on_done, .coop = !!(flags & SMT_LAUNCH_COOP)};
 
 	if (!fn || nblocks < 1 || nblocks > SMT_MAX_BLOCKS) {
 		gice_error("smt", "launch of %u blocks (must be in [1, %u])%s", nblocks, SMT_MAX_BLOCKS,
 			   fn ? "" : " with no kernel function");
 		return GICE_ERR_INVALID;
 	}
-	return stream_push(s, &c);
+	return stream_push_prep(s, &c, prep, ctx);
 }
 
 static int wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns,

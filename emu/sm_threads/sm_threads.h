@@ -6,7 +6,10 @@
  * A kernel is a C function run once per block of its grid on some SM thread. Blocks of one
  * kernel may run concurrently on different SMs; a block that waits (on a signal) holds its SM,
  * as on a GPU: a grid whose blocks wait on each other needs at most S blocks.
- * Idle SM and stream threads sleep on futexes (spin GICE_SMT_SPIN_US first).
+ * Idle SM and stream threads sleep on futexes (spin GICE_SMT_SPIN_US first, as many at once as
+ * GICE_SMT_SPINNERS allows). A launch wakes SMs for its blocks, at most as many as can run at
+ * once; blocks still unclaimed a while later get SMs too (smt_launch_flags: cooperative grids get
+ * them at once).
  */
 #ifndef GICE_SM_THREADS_H
 #define GICE_SM_THREADS_H
@@ -39,14 +42,31 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns);
 
 /* Enqueue (asynchronous; returns at once). launch: run fn on nblocks blocks (>=1); arg is
  * passed as is and must stay valid until the kernel ends; on_done(arg) (may be NULL) runs after
- * the last block, on the stream thread (lets the caller free arg); it also runs when the launch
- * is skipped because of the stream's sticky error.
+ * the last block, before the launch counts as finished (a sync returns), on the SM thread that
+ * ran that block (it lets the caller free or reuse arg, and must not wait on the stream); when
+ * the launch is skipped because of the stream's sticky error, it runs on the stream thread.
  * wait_value: the stream stalls until cmp(counter, value) holds; past timeout_ns the wait fails
  * with GICE_ERR_TIMED_OUT (logged with counter, value expected and found) and the stream's sticky
  * error is set; later work on that stream is skipped. write_value: set or add to a counter
  * (add != 0) when the stream reaches it.
  * GICE_ERR_NO_MEMORY if the stream's command queue (GICE_SMT_STREAM_DEPTH) is full. */
 int smt_launch(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, void (*on_done)(void *arg));
+/* smt_launch with flags: SMT_LAUNCH_COOP, the grid's blocks wait on each other: wake an SM for
+ * every block at once (rather than as many as the CPUs, then the rest if blocks stay unclaimed
+ * for a while); the caller checks nblocks <= smt_num_sms. */
+#define SMT_LAUNCH_COOP 1u
+int smt_launch_flags(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, uint32_t flags,
+		     void (*on_done)(void *arg));
+/* smt_launch_flags whose arg the caller fills for the command's queue position: under the
+ * stream's enqueue lock, once the queue has room, prep(ctx, index, &arg) is called with index in
+ * [0, smt_stream_depth(s)); the position is free again once on_done(arg) of the launch it
+ * held has returned, so a caller may keep one record per index, reused without allocation.
+ * A status prep returns (< 0) is returned, with nothing enqueued. */
+typedef int (*smt_prep_fn)(void *ctx, uint32_t index, void **arg);
+int smt_launch_prep(smt_stream_t *s, smt_block_fn fn, uint32_t nblocks, uint32_t flags,
+		    void (*on_done)(void *arg), smt_prep_fn prep, void *ctx);
+/* The commands s can hold (GICE_SMT_STREAM_DEPTH when it was created). */
+uint32_t smt_stream_depth(const smt_stream_t *s);
 int smt_wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns);
 /* The same, failing only after idle_ns with no progress (tm_counter_wait_idle). */
 int smt_wait_value_idle(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t idle_ns);
