@@ -34,6 +34,11 @@ const gice_param_t boot_params[] = {
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
+#ifdef GICE_HAVE_PMIX
+typedef struct pmix_call pmix_call_t;
+#define PMIX_ABANDONED_MAX 64
+#endif
+
 struct boot {
 	uint32_t rank, size;
 	uint64_t secret, timeout_ns;
@@ -42,6 +47,9 @@ struct boot {
 	int pmix;        /* rank, size and exchanges come from the launcher's PMIx server */
 	pmix_proc_t me;
 	uint32_t round;  /* allgathers so far: each uses its own key */
+	/* calls we stopped waiting for, their callback still due: freed after PMIx_Finalize */
+	pmix_call_t *abandoned[PMIX_ABANDONED_MAX];
+	uint32_t n_abandoned;
 #endif
 };
 
@@ -241,11 +249,11 @@ static int pmix_init(boot_t *b)
 /* One non-blocking PMIx call waited for with our own deadline, so that a server which ignores
  * PMIX_TIMEOUT cannot hang us. Shared by the waiter and PMIx's callback: whoever drops the last
  * reference frees it (a waiter that gave up leaves it to a late callback). */
-typedef struct {
+struct pmix_call {
 	_Atomic int refs;
 	_Atomic int done;
 	pmix_status_t status;
-} pmix_call_t;
+};
 
 static pmix_call_t *pmix_call_new(void)
 {
@@ -260,6 +268,16 @@ static void pmix_call_put(pmix_call_t *c)
 {
 	if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
 		free(c);
+}
+
+/* The waiter is done with c: a call whose callback is still due is kept until PMIx_Finalize
+ * (boot_fini), after which no callback comes, so that nothing is left allocated at exit. */
+static void pmix_call_drop(boot_t *b, pmix_call_t *c)
+{
+	if (!atomic_load_explicit(&c->done, memory_order_acquire) && b->n_abandoned < PMIX_ABANDONED_MAX)
+		b->abandoned[b->n_abandoned++] = c;
+	else
+		pmix_call_put(c);
 }
 
 static void pmix_call_done(pmix_call_t *c, pmix_status_t status)
@@ -333,7 +351,7 @@ static uint32_t pmix_missing(boot_t *b, const char *key, char *missing, size_t l
 			else if (off + 4 < len && !strstr(missing, ",..."))
 				off += (size_t)snprintf(missing + off, len - off, ",...");
 		}
-		pmix_call_put(c[r]);
+		pmix_call_drop(b, c[r]);
 	}
 	free(c);
 	return n;
@@ -375,7 +393,7 @@ static int pmix_exchange(boot_t *b, const char *key, const void *mine, size_t le
 	/* a little past our own deadline: a server honouring PMIX_TIMEOUT answers first */
 	pmix_calls_wait(&c, 1, start + b->timeout_ns + 100000000ull);
 	st = atomic_load_explicit(&c->done, memory_order_acquire) ? c->status : PMIX_ERR_TIMEOUT;
-	pmix_call_put(c);
+	pmix_call_drop(b, c);
 	if (st == PMIX_SUCCESS)
 		return GICE_OK;
 
@@ -557,6 +575,12 @@ void boot_fini(boot_t *b)
 #ifdef GICE_HAVE_PMIX
 	if (b->pmix)
 		PMIx_Finalize(NULL, 0);
+	/* no callback comes any more: a done call holds our reference only, the others both */
+	for (uint32_t i = 0; i < b->n_abandoned; i++)
+		if (atomic_load_explicit(&b->abandoned[i]->done, memory_order_acquire))
+			pmix_call_put(b->abandoned[i]);
+		else
+			free(b->abandoned[i]);
 #endif
 	for (uint32_t r = 0; b->fds && r < b->size; r++)
 		if (b->fds[r] >= 0)

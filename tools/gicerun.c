@@ -810,13 +810,13 @@ int main(int argc, char **argv)
 			if (dup >= 0)
 				ns_info[i] = ns_info[dup];
 			else if (probe_netns(opt.netns[i], i == 0 && !port, &ns_info[i]))
-				return 1;
+				goto fail_ns;
 		}
 		host = ns_info[0].addr;
 		if (!port)
 			port = ns_info[0].port;
 		if (netns_fabric_env(ns_info))
-			return 1;
+			goto fail_ns;
 	} else if (!port) {
 		char err[256];
 		if (free_port(host, &port, err, sizeof(err))) {
@@ -1051,4 +1051,9 @@ int main(int argc, char **argv)
 	free(opt.netns_buf);
 	free(obuf);
 	return timed_out ? 124 : exit_code;
+fail_ns: /* refused before any rank started */
+	free(ns_info);
+	free(opt.netns);
+	free(opt.netns_buf);
+	return 1;
 }
