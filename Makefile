@@ -23,6 +23,7 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubu
 ifneq ($(shell pkg-config --exists pmix 2>/dev/null && echo yes),)
 CFLAGS  += -DGICE_HAVE_PMIX $(shell pkg-config --cflags pmix)
 LDLIBS  += $(shell pkg-config --libs pmix)
+PC_PMIX := pmix
 endif
 
 ifneq ($(SAN),)
@@ -115,7 +116,7 @@ install: all
 	install -m 644 $(LIBA) $(LIBSO) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 api/*.h $(DESTDIR)$(PREFIX)/include/gice/
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' api/gice.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gice.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@PMIX@|$(PC_PMIX)|' api/gice.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gice.pc
 
 clean:
 	rm -rf build build-asan build-tsan
