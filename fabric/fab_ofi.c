@@ -26,17 +26,12 @@
  *   - udp (raw datagrams): works (tests/test_faults.c udp_dgram: poll() wakes on a datagram).
  * With wait_fd -1 callers poll (spin briefly, then back off with short sleeps).
  */
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -47,14 +42,13 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
-#include "fabric/fabric.h"
+#include "fabric/fab_ofi_internal.h"
 
 #define OFI_STRIDE_ALIGN GICE_CACHELINE
 #define OFI_CQ_BATCH 16
 #define OFI_NO_PEER UINT64_MAX
 
 extern const fab_ops_t fab_ofi_ops;
-enum { P_PROVIDER, P_IFACE, P_TX_DEPTH, P_RX_DEPTH };
 
 enum { OFI_RX_POSTED, OFI_RX_DONE, OFI_RX_ERR, OFI_RX_USER };
 
@@ -460,86 +454,6 @@ static int ofi_trywait(fab_ep_t *ep)
 
 /* ---- open / close ---- */
 
-/* The socket providers' interface variables, and which of them ofi_bind_iface filled in from
- * GICE_FAB_IFACE (the others, if set, the user chose). */
-static const char *const ofi_iface_vars[] = {"FI_TCP_IFACE", "FI_UDP_IFACE", "FI_SOCKETS_IFACE", "FI_NET_IFACE"};
-static int ofi_iface_copied[GICE_ARRAY_SIZE(ofi_iface_vars)];
-
-/* Copy GICE_FAB_IFACE into the socket providers' interface variables the user left unset. They
- * are read when libfabric initializes its providers (the first fi_getinfo). */
-static void ofi_bind_iface(void)
-{
-	const char *iface = gice_param_str(&fab_params[P_IFACE]);
-
-	for (size_t i = 0; i < GICE_ARRAY_SIZE(ofi_iface_vars); i++) {
-		const char *v = getenv(ofi_iface_vars[i]);
-		if (!v || !*v) {
-			setenv(ofi_iface_vars[i], iface, 1);
-			ofi_iface_copied[i] = 1;
-		}
-	}
-}
-
-/* Index in ofi_iface_vars of the variable that picks the interface of provider's core (the name
- * before any ';' layer: "tcp;ofi_rxm" is tcp), or -1 for a provider whose addresses are not
- * sockaddrs. */
-static int ofi_sockaddr_prov(const char *provider)
-{
-	static const char *const core[] = {"tcp", "udp", "sockets"};
-	size_t n = strcspn(provider, ";");
-
-	for (size_t i = 0; i < GICE_ARRAY_SIZE(core); i++)
-		if (n == strlen(core[i]) && !strncmp(provider, core[i], n))
-			return (int)i;
-	return -1;
-}
-
-int fab_addr_loopback(const char *provider, const void *addr, size_t len, char *text, size_t textlen)
-{
-	struct sockaddr_storage ss = {0};
-	char host[INET6_ADDRSTRLEN] = "?";
-	unsigned port = 0;
-	int loop = 0;
-
-	if (!provider || !addr || ofi_sockaddr_prov(provider) < 0 || len < sizeof(sa_family_t))
-		return 0;
-	memcpy(&ss, addr, GICE_MIN(len, sizeof(ss)));
-	if (ss.ss_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
-		loop = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-		port = ntohs(in->sin_port);
-	} else if (ss.ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
-		const uint8_t *b = in6->sin6_addr.s6_addr;
-		loop = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && b[12] == 127);
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-		port = ntohs(in6->sin6_port);
-	} else {
-		return 0;
-	}
-	if (loop && text && textlen)
-		snprintf(text, textlen, ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
-	return loop;
-}
-
-void fab_iface_source(const char *provider, char *text, size_t len)
-{
-	int i = provider ? ofi_sockaddr_prov(provider) : -1;
-	const char *v = i >= 0 ? getenv(ofi_iface_vars[i]) : NULL;
-	const char *g = getenv(fab_params[P_IFACE].name);
-
-	if (i < 0)
-		snprintf(text, len, "provider %s (no interface variable)", provider ? provider : "?");
-	else if (!ofi_iface_copied[i] && v && *v)
-		snprintf(text, len, "%s=%s", ofi_iface_vars[i], v);
-	else if (g && *g)
-		snprintf(text, len, "GICE_FAB_IFACE=%s (copied into the unset %s)", g, ofi_iface_vars[i]);
-	else
-		snprintf(text, len, "GICE_FAB_IFACE's default %s (%s unset)", fab_params[P_IFACE].defval,
-			 ofi_iface_vars[i]);
-}
-
 static int ofi_getinfo(const char *provider, int dgram, int want_sas, int want_rma, struct fi_info **out)
 {
 	struct fi_info *hints = fi_allocinfo();
@@ -678,67 +592,7 @@ static void ofi_free_bufs(ofi_ep_t *e)
 	munmap(e->mem, e->mem_len);
 }
 
-/* When this process started (CLOCK_REALTIME seconds), from /proc; 0 if unknown. */
-static double ofi_process_start(void)
-{
-	char buf[1024], *p;
-	unsigned long long ticks = 0, btime = 0;
-	FILE *f = fopen("/proc/self/stat", "r");
-
-	if (!f)
-		return 0;
-	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-	fclose(f);
-	/* after "pid (comm)": field 3 is state ... field 22 is starttime */
-	for (int field = 3; p && field <= 22; field++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p, " %llu", &ticks) != 1 || !(f = fopen("/proc/stat", "r")))
-		return 0;
-	while (fgets(buf, sizeof(buf), f))
-		if (sscanf(buf, "btime %llu", &btime) == 1)
-			break;
-	fclose(f);
-	return btime ? (double)btime + (double)ticks / (double)sysconf(_SC_CLK_TCK) : 0;
-}
-
-int fab_shm_remove(int pid, double before_s)
-{
-	char prefix[24], path[300];
-	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "%d:", pid);
-	DIR *d = opendir("/dev/shm");
-	struct dirent *de;
-	struct stat st;
-	int removed = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, prefix, n))
-			continue;
-		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
-		if (before_s > 0 && (stat(path, &st) ||
-				     (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9 >= before_s))
-			continue;
-		if (!shm_unlink(de->d_name))
-			removed++;
-	}
-	closedir(d);
-	return removed;
-}
-
-/* No live process holds our pid: shm regions named after it and last written before this
- * process started were left by a dead one, and would make our endpoints fail (EBUSY). */
-static void ofi_sweep_stale_shm(void)
-{
-	double start = ofi_process_start();
-	int swept = start > 0 ? fab_shm_remove((int)getpid(), start - 0.02) : 0;
-
-	if (swept)
-		gice_info("fab", "removed %d shm region(s) /dev/shm/%d:* left by a dead process with our pid", swept,
-			  (int)getpid());
-}
-
-static pid_t ofi_swept_pid; /* the pid ofi_sweep_stale_shm ran for (a fork runs it again) */
+static pid_t ofi_swept_pid; /* the pid fab_ofi_sweep_stale_shm ran for (a fork runs it again) */
 static pthread_mutex_t ofi_sweep_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
@@ -767,10 +621,10 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	pthread_mutex_lock(&ofi_sweep_lock);
 	if (ofi_swept_pid != getpid()) {
 		ofi_swept_pid = getpid();
-		ofi_sweep_stale_shm();
+		fab_ofi_sweep_stale_shm();
 	}
 	pthread_mutex_unlock(&ofi_sweep_lock);
-	ofi_bind_iface();
+	fab_ofi_bind_iface();
 	int rma = !dgram;
 	if (dgram) {
 		/* raw datagrams: no order, no reads, no reliability to ask for */

@@ -1,2 +1,2 @@
-LIB_SRCS += emu/sm_threads/sm_threads.c
+LIB_SRCS += emu/sm_threads/sm_threads.c emu/sm_threads/smt_stream.c
 TESTS += test_sm_threads

@@ -1,2 +1,2 @@
-LIB_SRCS += emu/triggermem/triggermem.c
+LIB_SRCS += emu/triggermem/triggermem.c emu/triggermem/tm_counter.c emu/triggermem/tm_queue.c
 TESTS += test_triggermem

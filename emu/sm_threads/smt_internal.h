@@ -1,0 +1,101 @@
+/* smt_internal.h: what sm_threads.c (SM threads, block scheduler) and smt_stream.c (streams)
+ * share: the device, stream and kernel record structures, the spin budget helpers, and the
+ * completion of a stream command by a kernel's last block. Not for other modules. */
+#ifndef GICE_SMT_INTERNAL_H
+#define GICE_SMT_INTERNAL_H
+
+#include <pthread.h>
+#include <sched.h>
+
+#include "emu/sm_threads/sm_threads.h"
+
+#define SMT_MAX_STREAMS 64
+
+struct smt_cmd;
+
+/* ---- kernel record ---- */
+
+enum { SMT_K_RUNNING, SMT_K_DONE, SMT_K_WAITING }; /* smt_kernel.state: the stream's futex */
+
+typedef void (*smt_done_fn)(void *arg);
+
+struct smt_kernel {
+	_Alignas(GICE_CACHELINE) _Atomic uint64_t next;         /* gen << 32 | next block to hand out */
+	_Atomic uint32_t gen;          /* launch generation (seqlock word for the fields below) */
+	_Atomic uint32_t nblocks;
+	_Atomic(smt_block_fn) fn;
+	_Atomic(void *) arg;
+	_Atomic(smt_done_fn) on_done;  /* run by the last block (may be NULL) */
+	_Atomic(smt_stream_t *) s;     /* the stream whose command the last block completes */
+	_Atomic uint64_t tail;         /* the stream's tail once this launch is finished */
+	_Atomic uint32_t done;         /* blocks finished */
+	_Atomic uint32_t state;        /* SMT_K_*: the last block sets DONE, the stream may WAIT */
+};
+
+/* ---- device and stream ---- */
+
+struct smt_sm {
+	smt_dev_t *d;
+	uint32_t index;
+	pthread_t thread;
+};
+
+struct smt_dev {
+	uint32_t n_sms;
+	uint32_t dev_id;
+	tm_region_t *tm;
+	uint64_t spin_ns;
+	struct smt_sm *sms;
+
+	_Atomic uint32_t work_seq; /* futex: bumped on launch and stop */
+	_Atomic uint32_t sleepers; /* SMs registered to sleep on work_seq */
+	_Atomic uint32_t sm_spinning; /* SMs spinning for work: a launch wakes fewer sleepers */
+	_Atomic uint32_t spinning; /* idle SM and stream threads spinning (at most max_spinners) */
+	uint32_t max_spinners;     /* GICE_SMT_SPINNERS, resolved */
+	int spin_yield;            /* more threads than CPUs: spinners yield (spin_pause) */
+	_Atomic uint32_t stop;
+	_Atomic uint64_t active_mask; /* bit i: kernels[i] has blocks to hand out or running */
+
+	pthread_mutex_t lock;      /* streams[] */
+	smt_stream_t *streams[SMT_MAX_STREAMS];
+	struct smt_kernel kernels[SMT_MAX_STREAMS]; /* kernels[i]: the kernel of streams[i] */
+};
+_Static_assert(SMT_MAX_STREAMS <= 64, "active_mask has one bit per stream");
+
+struct smt_stream {
+	smt_dev_t *d;
+	uint32_t slot;             /* index in d->streams and d->active */
+	uint32_t depth;
+	struct smt_cmd *ring;
+	pthread_t thread;
+
+	pthread_mutex_t enq_lock;  /* enqueuers (host threads) */
+	_Atomic uint64_t head;     /* commands enqueued (written under enq_lock) */
+	_Atomic uint64_t tail;     /* commands finished (stream thread) */
+	_Atomic uint32_t cmd_seq;  /* futex: bumped on enqueue and stop */
+	_Atomic uint32_t sleeping; /* stream thread is (about to be) asleep on cmd_seq */
+	_Atomic uint32_t done_seq; /* futex: bumped when a command finishes */
+	_Atomic uint32_t sync_waiters;
+	_Atomic int err;           /* sticky error: first failure, cleared by smt_stream_sync */
+	_Atomic uint32_t stop;
+
+	struct smt_kernel *k;      /* &d->kernels[slot] */
+};
+
+/* One turn of a spin loop (i counts them). When the device's threads outnumber the CPUs, a
+ * spinner also yields the CPU now and then: a thread just woken onto its CPU (the SM that has
+ * the block, the host that the last block released) runs at once rather than waiting for the
+ * spin to time out, which measured as steps of GICE_SMT_SPIN_US in launch + sync on 2 cores. */
+static inline void spin_pause(const smt_dev_t *d, uint32_t i)
+{
+	gice_cpu_relax();
+	if (d->spin_yield && (i & 15) == 15)
+		sched_yield();
+}
+
+static inline void spin_put(smt_dev_t *d) { atomic_fetch_sub_explicit(&d->spinning, 1, memory_order_relaxed); }
+
+/* smt_stream.c; kernel_finish completes a launch command with it. */
+void smt_stream_complete(smt_stream_t *s, uint64_t tail);
+
+#endif

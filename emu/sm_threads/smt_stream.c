@@ -1,0 +1,567 @@
+/* smt_stream.c: streams (see sm_threads.h). A stream is an in-order ring of commands (launch,
+ * wait_value, write_value) run by its own thread: stream create, destroy, sync and drain, the
+ * enqueue side, the stream thread and the device abort. A launch publishes the kernel record
+ * of the stream's slot and wakes SMs; the record's protocol, the sleeping and the spin budget
+ * are described in sm_threads.c, which runs the blocks. */
+#include "emu/sm_threads/smt_internal.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SMT_MAX_BLOCKS INT32_MAX
+/* A launch wakes at most as many SMs as there are CPUs; if blocks are still not handed out
+ * this long after, it wakes SMs for them (blocks that wait on each other each need an SM). */
+#define SMT_TOPUP_NS 200000ull
+
+/* ---- commands ---- */
+
+#define SMT_CMD_LIST(X) \
+	X(SMT_CMD_LAUNCH, "launch") \
+	X(SMT_CMD_WAIT_VALUE, "wait_value") \
+	X(SMT_CMD_WRITE_VALUE, "write_value")
+
+enum smt_cmd_op {
+#define SMT_CMD_ENUM_(name, str) name,
+	SMT_CMD_LIST(SMT_CMD_ENUM_)
+#undef SMT_CMD_ENUM_
+};
+
+static const char *const smt_cmd_names[] = {
+#define SMT_CMD_NAME_(name, str) str,
+	SMT_CMD_LIST(SMT_CMD_NAME_)
+#undef SMT_CMD_NAME_
+};
+
+static const char *const smt_cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
+
+/* A ring slot: written by an enqueuer under the stream lock before head is released; read by
+ * the stream thread after acquiring head; free again once tail passes it. */
+struct smt_cmd {
+	uint32_t op;         /* enum smt_cmd_op */
+	uint32_t counter;    /* WAIT/WRITE: counter id */
+	uint32_t nblocks;    /* LAUNCH */
+	tm_cmp_t cmp;        /* WAIT */
+	int add;             /* WRITE: add (1) or set (0) */
+	uint64_t value;      /* WAIT/WRITE */
+	uint64_t timeout_ns; /* WAIT */
+	int idle;            /* WAIT: timeout_ns measures a stall (tm_counter_wait_idle) */
+	int coop;            /* LAUNCH: cooperative, wake an SM per block at once */
+	smt_block_fn fn;     /* LAUNCH */
+	void *arg;
+	void (*on_done)(void *arg);
+};
+
+/* ---- stream thread ---- */
+
+/* Sleep on *word while it equals `seen`, announcing it in *sleeping (see sm_threads.c's file comment). */
+static void sleep_on(_Atomic uint32_t *word, _Atomic uint32_t *sleeping, uint32_t seen)
+{
+	atomic_store_explicit(sleeping, 1, memory_order_seq_cst);
+	/* seq_cst store then seq_cst load: pairs with the waker's bump-then-read-sleeping */
+	if (atomic_load_explicit(word, memory_order_seq_cst) == seen)
+		gice_futex_wait(word, seen, UINT64_MAX);
+	atomic_store_explicit(sleeping, 0, memory_order_relaxed);
+}
+
+/* After a publish (work_seq bumped): wake up to n sleeping SMs, less the SMs spinning, which
+ * take blocks without a wake (an SM that stops spinning registers as a sleeper after the bump
+ * and so scans again before it sleeps). seq_cst reads: pair with sm_main's registration. */
+static void sm_wake(smt_dev_t *d, uint32_t n)
+{
+	if (!atomic_load_explicit(&d->sleepers, memory_order_seq_cst))
+		return;
+	uint32_t spinning = atomic_load_explicit(&d->sm_spinning, memory_order_seq_cst);
+	if (n > spinning)
+		gice_futex_wake(&d->work_seq, (int)(n - spinning));
+}
+
+/* Run the launch command c, the stream's command number tail: publish the kernel, wake SMs,
+ * wait for its end. Its last block completes the command (smt_stream_complete). */
+static void stream_launch(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
+{
+	smt_dev_t *d = s->d;
+	struct smt_kernel *k = s->k;
+	uint32_t gen = atomic_load_explicit(&k->gen, memory_order_relaxed) + 1;
+
+	/* seqlock write side: gen first, then each field with release (new gen before any new
+	 * field; release stores rather than a fence, which ThreadSanitizer does not model) */
+	atomic_store_explicit(&k->gen, gen, memory_order_relaxed);
+	atomic_store_explicit(&k->fn, c->fn, memory_order_release);
+	atomic_store_explicit(&k->arg, c->arg, memory_order_release);
+	atomic_store_explicit(&k->nblocks, c->nblocks, memory_order_release);
+	atomic_store_explicit(&k->on_done, c->on_done, memory_order_release);
+	atomic_store_explicit(&k->s, s, memory_order_release);
+	atomic_store_explicit(&k->tail, tail + 1, memory_order_release);
+	atomic_store_explicit(&k->done, 0, memory_order_relaxed);
+	atomic_store_explicit(&k->state, SMT_K_RUNNING, memory_order_relaxed);
+	/* release: fields (and everything the stream saw, e.g. the previous kernel's writes)
+	 * before an SM can take block 0 */
+	atomic_store_explicit(&k->next, (uint64_t)gen << 32, memory_order_release);
+	/* seq_cst (an RMW, the same instruction): sm_unspin's reasoning needs it in the order */
+	atomic_fetch_or_explicit(&d->active_mask, 1ull << s->slot, memory_order_seq_cst);
+	/* seq_cst bump then sleepers read (sm_wake): pairs with sm_main's registration */
+	atomic_fetch_add_explicit(&d->work_seq, 1, memory_order_seq_cst);
+	uint32_t want = GICE_MIN(c->nblocks, d->n_sms);
+	if (!c->coop) /* as many as can run at once; the rest if the grid stalls (below) */
+		want = GICE_MIN(want, d->max_spinners + 1);
+	sm_wake(d, want);
+
+	/* Wait for the last block: sleep on state at once (RUNNING -> WAITING). No spin: the
+	 * last block completes the command without us, and on a small machine a spinning
+	 * stream thread takes the core the blocks need. */
+	uint32_t expect = SMT_K_RUNNING;
+	atomic_compare_exchange_strong_explicit(&k->state, &expect, SMT_K_WAITING,
+						memory_order_acquire, memory_order_acquire);
+	/* Blocks that wait on each other need an SM each: if some are still not handed out
+	 * after a while (the SMs woken wait inside theirs), wake SMs for all of them, once. */
+	uint64_t nap = want < GICE_MIN(c->nblocks, d->n_sms) ? SMT_TOPUP_NS : UINT64_MAX;
+	/* acquire: pairs with kernel_finish's exchange, so the blocks' writes are visible */
+	while (atomic_load_explicit(&k->state, memory_order_acquire) != SMT_K_DONE) {
+		if (gice_futex_wait(&k->state, SMT_K_WAITING, nap) != GICE_ERR_TIMED_OUT || nap == UINT64_MAX)
+			continue;
+		nap = UINT64_MAX;
+		uint64_t t = atomic_load_explicit(&k->next, memory_order_relaxed);
+		if ((uint32_t)(t >> 32) == gen && (uint32_t)t < c->nblocks)
+			sm_wake(d, GICE_MIN(c->nblocks - (uint32_t)t, d->n_sms));
+	}
+}
+
+static int stream_wait(smt_stream_t *s, const struct smt_cmd *c)
+{
+	uint64_t found = 0;
+	int rc = c->idle ? tm_counter_wait_idle(s->d->tm, c->counter, c->cmp, c->value, c->timeout_ns,
+						s->d->spin_ns, &found)
+			 : tm_counter_wait(s->d->tm, c->counter, c->cmp, c->value, c->timeout_ns, s->d->spin_ns,
+					   &found);
+
+	if (rc && rc == tm_region_status(s->d->tm))
+		gice_debug("smt", "device %u stream %u: wait on counter %u ended: device aborted (%s)", s->d->dev_id,
+			   s->slot, c->counter, gice_status_name(rc));
+	else if (rc)
+		gice_error("smt",
+			   "device %u stream %u: wait on counter %u for value %s %llu (timeout %llu ns) "
+			   "failed: %s, found %llu",
+			   s->d->dev_id, s->slot, c->counter, smt_cmp_names[c->cmp],
+			   (unsigned long long)c->value, (unsigned long long)c->timeout_ns,
+			   gice_status_name(rc), (unsigned long long)found);
+	return rc;
+}
+
+/* Run command c, number tail of the stream. Returns 1 when it completed the command itself
+ * (the caller advances the tail), 0 when a kernel's last block did. */
+static int stream_exec(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
+{
+	int rc = tm_region_status(s->d->tm);
+
+	if (rc) /* the device was aborted: nothing more runs, the status is the stream's error */
+		smt_stream_fail(s, rc);
+	if (atomic_load_explicit(&s->err, memory_order_relaxed)) {
+		/* Sticky error: skip, but still let the owner of a launch's arg release it. */
+		gice_debug("smt", "device %u stream %u: skipping %s after an earlier error",
+			   s->d->dev_id, s->slot, smt_cmd_names[c->op]);
+		if (c->op == SMT_CMD_LAUNCH && c->on_done)
+			c->on_done(c->arg);
+		return 1;
+	}
+	switch (c->op) {
+	case SMT_CMD_LAUNCH:
+		stream_launch(s, c, tail);
+		return 0;
+	case SMT_CMD_WAIT_VALUE:
+		rc = stream_wait(s, c);
+		break;
+	case SMT_CMD_WRITE_VALUE:
+		if (c->add)
+			tm_counter_add(s->d->tm, c->counter, c->value);
+		else
+			tm_counter_set(s->d->tm, c->counter, c->value);
+		break;
+	}
+	if (rc)
+		smt_stream_fail(s, rc);
+	return 1;
+}
+
+/* Command tail - 1 finished: publish the new tail and wake a syncing host. */
+void smt_stream_complete(smt_stream_t *s, uint64_t tail)
+{
+	/* release: the command's effects (kernel writes, counter writes, err) before a syncing
+	 * host sees the new tail; seq_cst bump pairs with sync's registration */
+	atomic_store_explicit(&s->tail, tail, memory_order_release);
+	atomic_fetch_add_explicit(&s->done_seq, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&s->sync_waiters, memory_order_seq_cst))
+		gice_futex_wake(&s->done_seq, INT_MAX);
+}
+
+void smt_stream_fail(smt_stream_t *s, int status)
+{
+	int zero = 0;
+
+	atomic_compare_exchange_strong_explicit(&s->err, &zero, status, memory_order_relaxed, memory_order_relaxed);
+}
+
+uint32_t smt_stream_id(const smt_stream_t *s) { return s->slot; }
+
+void smt_abort(smt_dev_t *d)
+{
+	pthread_mutex_lock(&d->lock);
+	for (uint32_t i = 0; i < SMT_MAX_STREAMS; i++) {
+		smt_stream_t *s = d->streams[i];
+		if (!s)
+			continue;
+		/* syncs re-check and see the abort (tm_region_status); the stream thread skips */
+		atomic_fetch_add_explicit(&s->done_seq, 1, memory_order_seq_cst);
+		gice_futex_wake(&s->done_seq, INT_MAX);
+		atomic_fetch_add_explicit(&s->cmd_seq, 1, memory_order_seq_cst);
+		gice_futex_wake(&s->cmd_seq, 1);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+static void *stream_main(void *p)
+{
+	smt_stream_t *s = p;
+	uint64_t spin_ns = s->d->spin_ns;
+	uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
+	char name[16];
+
+	snprintf(name, sizeof(name), "gice-d%u-st%u", s->d->dev_id, s->slot);
+	pthread_setname_np(pthread_self(), name);
+
+	for (;;) {
+		/* seq before head (acquire both): an enqueue we miss below bumps seq after this */
+		uint32_t seen = atomic_load_explicit(&s->cmd_seq, memory_order_acquire);
+		if (atomic_load_explicit(&s->head, memory_order_acquire) != tail) {
+			struct smt_cmd c = s->ring[tail % s->depth];
+			if (stream_exec(s, &c, tail))
+				smt_stream_complete(s, tail + 1);
+			tail++;
+			continue;
+		}
+		if (atomic_load_explicit(&s->stop, memory_order_acquire))
+			break;
+		/* empty: spin a little (counted in the device's budget, which spinning SMs yield),
+		 * then sleep until an enqueue (or stop) bumps cmd_seq */
+		if (!spin_ns) {
+			sleep_on(&s->cmd_seq, &s->sleeping, seen);
+			continue;
+		}
+		atomic_fetch_add_explicit(&s->d->spinning, 1, memory_order_relaxed);
+		uint64_t spin_end = gice_now_ns() + spin_ns;
+		for (uint32_t i = 0;; i++) {
+			if (atomic_load_explicit(&s->cmd_seq, memory_order_relaxed) != seen) {
+				spin_put(s->d);
+				break;
+			}
+			if ((i & 15) == 15 && gice_now_ns() >= spin_end) {
+				spin_put(s->d);
+				sleep_on(&s->cmd_seq, &s->sleeping, seen);
+				break;
+			}
+			spin_pause(s->d, i);
+		}
+	}
+	return NULL;
+}
+
+/* ---- streams ---- */
+
+int smt_stream_create(smt_dev_t *d, smt_stream_t **out)
+{
+	const gice_param_t *p = gice_param_find(smt_params, "GICE_SMT_STREAM_DEPTH");
+	smt_stream_t *s;
+	uint64_t depth;
+	int rc;
+
+	if (!d || !out)
+		return GICE_ERR_INVALID;
+	rc = gice_param_u64(p, &depth);
+	if (rc)
+		return rc;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		gice_error("smt", "device %u: no memory for a stream", d->dev_id);
+		return GICE_ERR_NO_MEMORY;
+	}
+	s->d = d;
+	s->depth = (uint32_t)depth;
+	s->ring = calloc(depth, sizeof(*s->ring));
+	if (!s->ring) {
+		gice_error("smt", "device %u: no memory for a stream ring of %u commands", d->dev_id,
+			   s->depth);
+		rc = GICE_ERR_NO_MEMORY;
+		goto err_free_stream;
+	}
+	rc = pthread_mutex_init(&s->enq_lock, NULL);
+	if (rc) {
+		gice_error("smt", "pthread_mutex_init: %s", strerror(rc));
+		rc = GICE_ERR_NO_MEMORY;
+		goto err_free_ring;
+	}
+
+	pthread_mutex_lock(&d->lock);
+	for (s->slot = 0; s->slot < SMT_MAX_STREAMS && d->streams[s->slot]; s->slot++)
+		;
+	if (s->slot == SMT_MAX_STREAMS) {
+		pthread_mutex_unlock(&d->lock);
+		gice_error("smt", "device %u: all %u streams are in use", d->dev_id, SMT_MAX_STREAMS);
+		rc = GICE_ERR_NO_MEMORY;
+		goto err_destroy_lock;
+	}
+	d->streams[s->slot] = s;
+	s->k = &d->kernels[s->slot];
+	pthread_mutex_unlock(&d->lock);
+
+	rc = pthread_create(&s->thread, NULL, stream_main, s);
+	if (rc) {
+		gice_error("smt", "device %u: starting stream thread %u: %s", d->dev_id, s->slot,
+			   strerror(rc));
+		rc = GICE_ERR_NO_MEMORY;
+		goto err_release_slot;
+	}
+	*out = s;
+	return GICE_OK;
+
+err_release_slot:
+	pthread_mutex_lock(&d->lock);
+	d->streams[s->slot] = NULL;
+	pthread_mutex_unlock(&d->lock);
+err_destroy_lock:
+	pthread_mutex_destroy(&s->enq_lock);
+err_free_ring:
+	free(s->ring);
+err_free_stream:
+	free(s);
+	return rc;
+}
+
+/* What moves a stream: commands finishing, its kernel's blocks finishing. */
+static uint64_t stream_moves(smt_stream_t *s)
+{
+	return atomic_load_explicit(&s->tail, memory_order_relaxed) * 0x9e3779b97f4a7c15ull ^
+	       atomic_load_explicit(&s->k->next, memory_order_relaxed) ^
+	       atomic_load_explicit(&s->k->done, memory_order_relaxed);
+}
+
+/* Idle drain: did the stream or its device move since *seen / since? A wait asleep on the
+ * device's counters counts too: it is bounded by its own timeout and ends in progress or an
+ * error that the stream reports. */
+static int stream_progressed(smt_stream_t *s, uint64_t *seen, uint64_t since)
+{
+	uint64_t m = stream_moves(s);
+	int moved = m != *seen;
+
+	*seen = m;
+	return moved || tm_progress_ns(s->d->tm) > since || tm_waiting(s->d->tm) > 0;
+}
+
+/* Wait until tail reaches target, at most timeout_ns (idle: timeout_ns without progress).
+ * The device's abort ends it with the abort status. */
+static int stream_drain(smt_stream_t *s, uint64_t target, uint64_t timeout_ns, int idle)
+{
+	uint64_t start = gice_now_ns(), moves = stream_moves(s);
+	uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+	uint64_t spin_end = GICE_MIN(deadline, start + s->d->spin_ns);
+	int rc = GICE_OK;
+
+	/* acquire on tail: the finished commands' effects are visible to the caller */
+	for (uint32_t i = 0; atomic_load_explicit(&s->tail, memory_order_acquire) < target; i++) {
+		if ((i & 15) == 15 && gice_now_ns() >= spin_end)
+			goto sleep;
+		spin_pause(s->d, i);
+	}
+	return GICE_OK;
+
+sleep:
+	/* register, then read seq, then check tail (pairs with stream_main's bump + read) */
+	atomic_fetch_add_explicit(&s->sync_waiters, 1, memory_order_seq_cst);
+	for (;;) {
+		uint32_t seen = atomic_load_explicit(&s->done_seq, memory_order_seq_cst);
+		if (atomic_load_explicit(&s->tail, memory_order_acquire) >= target)
+			break;
+		if ((rc = tm_region_status(s->d->tm)))
+			break;
+		uint64_t now = gice_now_ns();
+		if (now >= deadline) {
+			if (idle && stream_progressed(s, &moves, deadline - timeout_ns)) {
+				deadline = now + timeout_ns;
+				continue;
+			}
+			rc = GICE_ERR_TIMED_OUT;
+			break;
+		}
+		gice_futex_wait(&s->done_seq, seen, deadline == UINT64_MAX ? UINT64_MAX : deadline - now);
+	}
+	atomic_fetch_sub_explicit(&s->sync_waiters, 1, memory_order_relaxed);
+	return rc;
+}
+
+static int stream_sync(smt_stream_t *s, uint64_t timeout_ns, int idle)
+{
+	uint64_t target = atomic_load_explicit(&s->head, memory_order_acquire);
+	int rc = stream_drain(s, target, timeout_ns, idle);
+
+	if (rc == GICE_ERR_TIMED_OUT) {
+		gice_log(idle ? GICE_LOG_ERROR : GICE_LOG_DEBUG, "smt",
+			 "device %u stream %u: sync timed out: %s %llu ms with %llu of %llu commands done",
+			 s->d->dev_id, s->slot, idle ? "no progress for" : "waited", (unsigned long long)(timeout_ns / 1000000),
+			 (unsigned long long)atomic_load_explicit(&s->tail, memory_order_relaxed),
+			 (unsigned long long)target);
+		return rc;
+	}
+	if (rc) /* aborted: the stream stops where it is */
+		return rc;
+	return atomic_exchange_explicit(&s->err, 0, memory_order_relaxed);
+}
+
+int smt_stream_sync(smt_stream_t *s, uint64_t timeout_ns) { return stream_sync(s, timeout_ns, 0); }
+int smt_stream_sync_idle(smt_stream_t *s, uint64_t idle_ns) { return stream_sync(s, idle_ns, 1); }
+
+int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
+{
+	smt_dev_t *d;
+	int err;
+
+	if (!s)
+		return GICE_OK;
+	d = s->d;
+	if (stream_drain(s, atomic_load_explicit(&s->head, memory_order_acquire), timeout_ns, 0) ==
+	    GICE_ERR_TIMED_OUT) {
+		gice_error("smt", "device %u stream %u: destroy timed out after %llu ns, stream left alive",
+			   d->dev_id, s->slot, (unsigned long long)timeout_ns);
+		return GICE_ERR_TIMED_OUT;
+	}
+	/* stop before the seq bump: the stream thread re-checks head, then stop, after a wake */
+	atomic_store_explicit(&s->stop, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&s->cmd_seq, 1, memory_order_seq_cst);
+	gice_futex_wake(&s->cmd_seq, 1);
+	pthread_join(s->thread, NULL);
+
+	err = atomic_load_explicit(&s->err, memory_order_relaxed);
+	if (err)
+		gice_warn("smt", "device %u stream %u: destroyed with an unreported error: %s",
+			  d->dev_id, s->slot, gice_status_name(err));
+
+	pthread_mutex_lock(&d->lock);
+	d->streams[s->slot] = NULL;
+	pthread_mutex_unlock(&d->lock);
+
+	pthread_mutex_destroy(&s->enq_lock);
+	free(s->ring);
+	free(s);
+	return GICE_OK;
+}
+
+/* ---- enqueue ---- */
+
+/* Enqueue c; for a launch with prep, prep fills its arg for the queue position first. */
+static int stream_push_prep(smt_stream_t *s, struct smt_cmd *c, smt_prep_fn prep, void *ctx)
+{
+	pthread_mutex_lock(&s->enq_lock);
+	uint64_t head = atomic_load_explicit(&s->head, memory_order_relaxed);
+	/* acquire: the stream thread is done reading the slot we are about to overwrite */
+	uint64_t tail = atomic_load_explicit(&s->tail, memory_order_acquire);
+	if (head - tail >= s->depth) {
+		pthread_mutex_unlock(&s->enq_lock);
+		gice_error("smt", "device %u stream %u: command queue full (%u commands, "
+				  "GICE_SMT_STREAM_DEPTH), cannot enqueue %s",
+			   s->d->dev_id, s->slot, s->depth, smt_cmd_names[c->op]);
+		return GICE_ERR_NO_MEMORY;
+	}
+	if (prep) {
+		int rc = prep(ctx, (uint32_t)(head % s->depth), &c->arg);
+		if (rc) {
+			pthread_mutex_unlock(&s->enq_lock);
+			return rc;
+		}
+	}
+	s->ring[head % s->depth] = *c;
+	/* release: the slot before the stream thread can see it */
+	atomic_store_explicit(&s->head, head + 1, memory_order_release);
+	pthread_mutex_unlock(&s->enq_lock);
+	/* seq_cst bump then sleeping read: pairs with sleep_on */
+	atomic_fetch_add_explicit(&s->cmd_seq, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&s->sleeping, memory_order_seq_cst))
+		gice_futex_wake(&s->cmd_seq, 1);
+	return GICE_OK;
+}
+
+static int stream_push(smt_stream_t *s, struct smt_cmd *c) { return stream_push_prep(s, c, NULL, NULL); }
+
+uint32_t smt_stream_depth(const smt_stream_t *s) { return s->depth; }
+
+static int counter_check(smt_stream_t *s, uint32_t counter, const char *what)
+{
+	uint32_t n = tm_region_layout(s->d->tm)->n_counters;
+
+	if (counter >= n) {
+		gice_error("smt", "device %u stream %u: %s on counter %u, device has %u counters",
+			   s->d->dev_id, s->slot, what, counter, n);
+		return GICE_ERR_INVALID;
+	}
+	return GICE_OK;
+}
+
+int smt_launch(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks,
+	       void (*on_done)(void *arg))
+{
+	return smt_launch_flags(s, fn, arg, nblocks, 0, on_done);
+}
+
+int smt_launch_flags(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, uint32_t flags,
+		     void (*on_done)(void *arg))
+{
+	return smt_launch_prep(s, fn, nblocks, flags, on_done, NULL, arg);
+}
+
+/* prep NULL: ctx is the arg itself */
+int smt_launch_prep(smt_stream_t *s, smt_block_fn fn, uint32_t nblocks, uint32_t flags,
+		    void (*on_done)(void *arg), smt_prep_fn prep, void *ctx)
+{
+	struct smt_cmd c = {.op = SMT_CMD_LAUNCH, .fn = fn, .arg = prep ? NULL : ctx, .nblocks = nblocks,
+			    .on_done = on_done, .coop = !!(flags & SMT_LAUNCH_COOP)};
+
+	if (!fn || nblocks < 1 || nblocks > SMT_MAX_BLOCKS) {
+		gice_error("smt", "launch of %u blocks (must be in [1, %u])%s", nblocks, SMT_MAX_BLOCKS,
+			   fn ? "" : " with no kernel function");
+		return GICE_ERR_INVALID;
+	}
+	return stream_push_prep(s, &c, prep, ctx);
+}
+
+static int wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns,
+		      int idle)
+{
+	struct smt_cmd c = {.op = SMT_CMD_WAIT_VALUE, .counter = counter, .cmp = cmp, .value = value,
+			    .timeout_ns = timeout_ns, .idle = idle};
+
+	if ((unsigned)cmp > TM_CMP_LE) {
+		gice_error("smt", "wait_value on counter %u: bad comparison %d", counter, (int)cmp);
+		return GICE_ERR_INVALID;
+	}
+	if (counter_check(s, counter, "wait_value"))
+		return GICE_ERR_INVALID;
+	return stream_push(s, &c);
+}
+
+int smt_wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns)
+{
+	return wait_value(s, counter, cmp, value, timeout_ns, 0);
+}
+
+int smt_wait_value_idle(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t idle_ns)
+{
+	return wait_value(s, counter, cmp, value, idle_ns, 1);
+}
+
+int smt_write_value(smt_stream_t *s, uint32_t counter, uint64_t value, int add)
+{
+	struct smt_cmd c = {.op = SMT_CMD_WRITE_VALUE, .counter = counter, .value = value, .add = !!add};
+
+	if (counter_check(s, counter, "write_value"))
+		return GICE_ERR_INVALID;
+	return stream_push(s, &c);
+}
