@@ -85,6 +85,14 @@ static struct peer_map map_peer(const struct dev_blob *b)
 	return m;
 }
 
+/* Device gid's trigger memory on this process's NVLink plane (NULL: off it). api_g.lock held. */
+static void plane_set(uint32_t gid, tm_region_t *tm)
+{
+	if (gid < api_g.max_gids)
+		/* release: the mapping is complete before a kernel can load the pointer */
+		atomic_store_explicit(&api_g.peer_tm[gid], api_g.nvlink ? tm : NULL, memory_order_release);
+}
+
 static int add_peer(ct_engine_t *ct, const struct dev_blob *b, const struct peer_map *m)
 {
 	ct_peer_info_t pi = {.addr = b->addr, .addr_len = b->addr_len, .mr = b->has_mr ? &b->mr : NULL,
@@ -156,6 +164,7 @@ static int wire_remote(gice_device_t *d)
 		if (r != api_g.rank) {
 			api_g.remote[api_g.n_remote] = all[r];
 			api_g.remote_map[api_g.n_remote] = map_peer(&all[r]);
+			plane_set(all[r].gid, api_g.remote_map[api_g.n_remote].tm);
 			api_g.n_remote++;
 		}
 	for (uint32_t i = 0; i < api_g.n_remote && !rc; i++) {
@@ -260,6 +269,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 	/* wire peers both ways, including the device itself (loopback through its endpoint) */
 	pthread_mutex_lock(&api_g.lock);
 	d->live = 1;
+	plane_set(d->gid, d->tm);
 	for (uint64_t i = 0; i < api_g.max_devices && !rc; i++) {
 		gice_device_t *p = api_g.devs[i];
 		if (!p || !p->live)
@@ -286,6 +296,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 err_smt:
 	pthread_mutex_lock(&api_g.lock);
 	d->live = 0; /* out of the watchdog's sight */
+	plane_set(d->gid, NULL);
 	pthread_mutex_unlock(&api_g.lock);
 	smt_destroy(d->smt);
 	d->smt = NULL;
@@ -318,6 +329,7 @@ int gice_device_close(gice_device_t *d)
 	pthread_mutex_lock(&api_g.lock); /* out of the watchdog's sight first */
 	api_g.devs[d->index] = NULL;
 	d->live = 0;
+	plane_set(d->gid, NULL);
 	/* the other devices of this process stop sending to it before its endpoint closes */
 	for (uint64_t i = 0; i < api_g.max_devices; i++)
 		if (api_g.devs[i] && api_g.devs[i]->live)
@@ -386,16 +398,10 @@ int gice_mem_offset(gice_device_t *d, const void *ptr, uint64_t *offset)
 
 int gice_peer_trigger_add(gice_kctx_t *k, uint32_t peer_id, gice_trigger_t t, uint64_t value)
 {
-	tm_region_t *tm = NULL;
+	/* no lock on the device path: acquire pairs with plane_set's release */
+	tm_region_t *tm = peer_id < api_g.max_gids ? atomic_load_explicit(&api_g.peer_tm[peer_id], memory_order_acquire)
+						  : NULL;
 
-	pthread_mutex_lock(&api_g.lock);
-	for (uint64_t i = 0; i < api_g.max_devices && !tm; i++)
-		if (api_g.devs[i] && api_g.devs[i]->gid == peer_id && api_g.nvlink)
-			tm = api_g.devs[i]->tm;
-	for (uint32_t i = 0; i < api_g.n_remote && !tm; i++)
-		if (api_g.remote[i].gid == peer_id && api_g.nvlink)
-			tm = api_g.remote_map[i].tm;
-	pthread_mutex_unlock(&api_g.lock);
 	(void)k;
 	if (!tm) {
 		gice_error("api", "gice_peer_trigger_add: device %u is not on this device's NVLink plane", peer_id);

@@ -80,6 +80,11 @@ struct api_state {
 	struct peer_map *remote_map; /* parallel to remote */
 	uint32_t n_remote;
 	int nvlink;      /* GICE_PLANE allows mapping same-host peers */
+	/* NVLink plane, by global device id (GICE_CT_MAX_PEERS of them): the trigger memory a kernel
+	 * here may write (gice_peer_trigger_add), or NULL. Set under lock at wiring, read without it
+	 * (acquire): the device path takes no lock. */
+	_Atomic(tm_region_t *) *peer_tm;
+	uint64_t max_gids;
 	char host[96];
 	char pidns[64];  /* this machine's boot and pid namespace */
 	/* watchdog and faults */

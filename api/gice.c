@@ -159,7 +159,13 @@ int gice_init(void)
 	memset(&api_g.job_err, 0, sizeof(api_g.job_err)); /* a new life: no error yet */
 	atomic_store(&api_g.kill_at_ns, 0);
 	api_g.devs = calloc(api_g.max_devices, sizeof(*api_g.devs));
-	if (!api_g.devs) {
+	if (gice_param_u64(gice_param_find(ct_params, "GICE_CT_MAX_PEERS"), &api_g.max_gids) == GICE_OK)
+		api_g.peer_tm = calloc(api_g.max_gids, sizeof(*api_g.peer_tm));
+	if (!api_g.devs || !api_g.peer_tm) {
+		free(api_g.peer_tm);
+		api_g.peer_tm = NULL;
+		free(api_g.devs);
+		api_g.devs = NULL;
 		api_g.refs = 0;
 		pthread_mutex_unlock(&api_g.lock);
 		return GICE_ERR_NO_MEMORY;
@@ -168,6 +174,8 @@ int gice_init(void)
 	if ((rc = boot_init(&api_g.boot))) {
 		free(api_g.devs);
 		api_g.devs = NULL;
+		free(api_g.peer_tm);
+		api_g.peer_tm = NULL;
 		api_g.refs = 0;
 		pthread_mutex_unlock(&api_g.lock);
 		return rc;
@@ -275,6 +283,8 @@ int gice_finalize(void)
 				gice_warn("api", "gice_finalize: device %u is still open", api_g.devs[i]->gid);
 		free(api_g.devs);
 		api_g.devs = NULL;
+		free(api_g.peer_tm);
+		api_g.peer_tm = NULL;
 		boot_fini(api_g.boot);
 		api_g.boot = NULL;
 		for (uint32_t i = 0; i < api_g.n_remote; i++) {

@@ -68,7 +68,7 @@ int gice_wait_until(gice_kctx_t *k, gice_counter_t ctr, gice_cmp_t cmp, uint64_t
  * directly (no packet), waking its waiters and firing what is armed on it, as a local
  * gice_trigger_add does. GICE_ERR_UNSUPPORTED when peer_id is not on this host's plane,
  * GICE_ERR_INVALID for a bad counter. Order it after data with a fence of your own (the write
- * is immediate; puts in flight are not). */
+ * is immediate; puts in flight are not). Takes no lock (a table set up at wiring). */
 int gice_peer_trigger_add(gice_kctx_t *k, uint32_t peer_id, gice_trigger_t t, uint64_t value);
 /* fence: later operations on conn start only after earlier ones on conn have completed. */
 int gice_fence(gice_kctx_t *k, gice_conn_t conn);
