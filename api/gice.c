@@ -236,6 +236,10 @@ void api_stats_add(gice_stats_t *sum, const gice_stats_t *st)
 }
 
 /* GICE_STATS=1: this rank's counters, summed over its devices (api_g.lock held). */
+#define API_STAT_NAME_FITS(name, from, field, help) _Static_assert(sizeof(#name) <= 20, #name " fits print_stats");
+GICE_STATS_LIST(API_STAT_NAME_FITS)
+#undef API_STAT_NAME_FITS
+
 static void print_stats(void)
 {
 	gice_stats_t t = api_g.closed_stats, st;
@@ -243,21 +247,17 @@ static void print_stats(void)
 	for (uint64_t i = 0; i < api_g.max_devices; i++)
 		if (api_g.devs[i] && api_g.devs[i]->live && gice_device_stats(api_g.devs[i], &st) == GICE_OK)
 			api_stats_add(&t, &st);
-	fprintf(stderr,
-		"gice stats: rank %u: packets tx %llu rx %llu, bytes tx %llu rx %llu, ops done %llu failed %llu, "
-		"acks %llu, nacks %llu, rx dup %llu bad %llu csum_bad %llu unknown %llu; retransmits %llu "
-		"(rto %llu, fast %llu); faults dropped %llu dup %llu reordered %llu delayed %llu corrupted %llu; "
-		"timed out %llu, peers dead %llu, ct stalls %llu, fallback ops %llu\n",
-		api_g.rank, (unsigned long long)t.tx_pkts, (unsigned long long)t.rx_pkts, (unsigned long long)t.tx_bytes,
-		(unsigned long long)t.rx_bytes, (unsigned long long)t.ops_done, (unsigned long long)t.ops_failed,
-		(unsigned long long)t.acks_sent, (unsigned long long)t.nacks_sent, (unsigned long long)t.rx_dup,
-		(unsigned long long)t.rx_bad, (unsigned long long)t.rx_csum_bad, (unsigned long long)t.rx_unknown_peer,
-		(unsigned long long)t.retransmits, (unsigned long long)t.rto_expired,
-		(unsigned long long)t.fast_retransmits, (unsigned long long)t.fault_drops,
-		(unsigned long long)t.fault_dups, (unsigned long long)t.fault_reorders,
-		(unsigned long long)t.fault_delays, (unsigned long long)t.fault_corrupts,
-		(unsigned long long)t.ops_timed_out, (unsigned long long)t.peers_dead, (unsigned long long)t.ct_stalls,
-		(unsigned long long)t.fallback_ops);
+	/* one line per rank, "gice stats: rank R: name value name value ..." in GICE_STATS_LIST
+	 * order, written at once so that the ranks sharing a stderr do not interleave */
+	char line[2048];
+	int n = snprintf(line, sizeof(line), "gice stats: rank %u:", api_g.rank);
+#define API_STAT_PRINT(name, from, field, help)                                                              \
+	n += snprintf(line + n, sizeof(line) - (size_t)n, " " #name " %llu", (unsigned long long)t.name);
+	GICE_STATS_LIST(API_STAT_PRINT)
+#undef API_STAT_PRINT
+	_Static_assert(sizeof(gice_stats_t) / sizeof(uint64_t) * (20 + 1 + 20 + 1) + 40 < sizeof(line),
+		       "every name value pair fits");
+	fprintf(stderr, "%s\n", line);
 }
 
 int gice_finalize(void)
@@ -304,39 +304,20 @@ int gice_finalize(void)
 
 /* ---------------------------------------------------------------- introspection */
 
+/* Where gice_device_stats reads a counter: the from column of GICE_STATS_LIST. */
+#define API_STAT_FROM_ENGINE(name, field) c.v[CT_STAT_##name]
+#define API_STAT_FROM_FAULT(name, field) f.field
+
 int gice_device_stats(gice_device_t *d, gice_stats_t *st)
 {
 	ct_stats_t c;
+	fab_fault_stats_t f = {0}; /* zero when the device has no fault injector */
 
 	ct_engine_stats(d->ct, &c);
-	st->tx_pkts = c.tx_pkts;
-	st->rx_pkts = c.rx_pkts;
-	st->tx_bytes = c.tx_bytes;
-	st->rx_bytes = c.rx_bytes;
-	st->ops_done = c.msgs_done;
-	st->ops_failed = c.msgs_failed;
-	st->nacks_sent = c.nacks_sent;
-	st->acks_sent = c.acks_sent;
-	st->rx_bad = c.rx_bad;
-	st->rx_dup = c.rx_dup;
-	st->rx_unknown_peer = c.rx_dropped_unknown_peer;
-	st->fired = c.fired;
-	st->tx_again = c.tx_again;
-	st->retransmits = c.retransmits;
-	st->rto_expired = c.rto_expired;
-	st->fast_retransmits = c.fast_retransmits;
-	st->rx_csum_bad = c.rx_csum_bad;
-	st->ops_timed_out = c.ops_timed_out;
-	st->peers_dead = c.peers_dead;
-	st->ct_stalls = c.ct_stalls;
-	st->fallback_ops = c.fallback_ops;
-	fab_fault_stats_t f = {0};
 	fab_fault_stats(d->ep, &f);
-	st->fault_drops = f.dropped;
-	st->fault_dups = f.duplicated;
-	st->fault_reorders = f.reordered;
-	st->fault_delays = f.delayed;
-	st->fault_corrupts = f.corrupted;
+#define API_STAT_FILL(name, from, field, help) st->name = API_STAT_FROM_##from(name, field);
+	GICE_STATS_LIST(API_STAT_FILL)
+#undef API_STAT_FILL
 	return GICE_OK;
 }
 

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gice_stats.h"
 #include "gice_status.h"
 
 #ifdef __cplusplus
@@ -240,19 +241,14 @@ int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms);
 
 /* ---------------------------------------------------------------- introspection */
 
+/* A device's counters, one uint64_t per entry of GICE_STATS_LIST (gice_stats.h: the name and
+ * help of each, in this order; new counters are appended). */
 typedef struct {
-	uint64_t tx_pkts, rx_pkts, tx_bytes, rx_bytes;
-	uint64_t ops_done, ops_failed, nacks_sent, acks_sent;
-	uint64_t rx_bad, rx_dup, rx_unknown_peer, fired, tx_again;
-	/* reliability: packets sent again (after a timeout or a selective ack), retransmission
-	 * timeouts, packets dropped for a bad CRC32C */
-	uint64_t retransmits, rto_expired, fast_retransmits, rx_csum_bad;
-	/* faults injected on this device's sends (GICE_FAULTS / gice_faults_set) */
-	uint64_t fault_drops, fault_dups, fault_reorders, fault_delays, fault_corrupts;
-	/* watchdog: operations failed for a timeout, peers declared dead, CT stalls seen, requests
-	 * the host proxy issued for a stalled CT (GICE_ON_TIMEOUT=fallback) */
-	uint64_t ops_timed_out, peers_dead, ct_stalls, fallback_ops;
+#define GICE_STATS_FIELD(name, from, field, help) uint64_t name;
+	GICE_STATS_LIST(GICE_STATS_FIELD)
+#undef GICE_STATS_FIELD
 } gice_stats_t;
+/* Copy dev's counters, summed since it was opened, into *st. GICE_OK. */
 int gice_device_stats(gice_device_t *dev, gice_stats_t *st);
 
 /* Per-operation stage timestamps (CLOCK_MONOTONIC ns) of the most recent network operations. */

@@ -176,7 +176,8 @@ static const struct {
 
 /* A put whose signal names a counter of the target that is in range but not allocated (never,
  * or freed) fails its completion with exactly GICE_ERR_NOT_FOUND: nothing is written, the
- * counter is untouched and the target sent a NACK. A good signal then still works. */
+ * counter is untouched and the target sent a NACK, counted in its rx_bad_signal. A good signal
+ * then still works. */
 START_TEST(put_signal_to_an_unallocated_counter_is_rejected_and_writes_nothing)
 {
 	char n[16];
@@ -219,6 +220,7 @@ START_TEST(put_signal_to_an_unallocated_counter_is_rejected_and_writes_nothing)
 				ck_abort_msg("%s: byte %zu written (0x%02x)", sig_paths[_i].name, j, bbuf[TGT + j]);
 		ck_assert_int_eq(gice_device_stats(B, &after), GICE_OK);
 		ck_assert_uint_eq(after.nacks_sent, before.nacks_sent + 1);
+		ck_assert_uint_eq(after.rx_bad_signal, before.rx_bad_signal + 1);
 		ck_assert_int_eq(gice_counter_reset(A, done), GICE_OK);
 	}
 	/* the same put to an allocated counter lands, and signals */

@@ -5,7 +5,8 @@
  * listed parameter. Comments are skipped, and names that are macros (#define), prefixes ending in
  * '_', status codes and the other non-parameter names below are ignored.
  * Runs from the repository root (make test does); fails with a message when it cannot find
- * README.md or the sources. */
+ * README.md or the sources. Every counter of GICE_STATS_LIST is in README.md's Statistics
+ * table with its help. */
 #include <check.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -370,6 +371,40 @@ START_TEST(every_gice_name_in_the_sources_is_a_listed_parameter)
 }
 END_TEST
 
+/* Every counter of GICE_STATS_LIST has a help line, and README.md's Statistics table has a row
+ * with its name and that help (regenerate the table from gice-info -s). */
+START_TEST(every_counter_is_in_the_readme_with_its_help)
+{
+	static const struct {
+		const char *name, *help;
+	} c[] = {
+#define ROW(name, from, field, help) {#name, help},
+		GICE_STATS_LIST(ROW)
+#undef ROW
+	};
+	char cwd[1024], missing[4096] = "", row[512];
+	size_t len, mlen = 0;
+	char *readme = slurp("README.md", &len);
+
+	if (!readme)
+		ck_abort_msg("README.md not found in %s: run the test from the repository root",
+			     getcwd(cwd, sizeof(cwd)) ? cwd : "the working directory");
+	ck_assert_uint_eq(sizeof(c) / sizeof(c[0]), sizeof(gice_stats_t) / sizeof(uint64_t));
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		ck_assert_msg(c[i].help[0], "counter %s has no help in GICE_STATS_LIST", c[i].name);
+		snprintf(row, sizeof(row), "| `%s` |", c[i].name);
+		const char *r = strstr(readme, row), *eol = r ? strchr(r, '\n') : NULL;
+		const char *h = r ? strstr(r, c[i].help) : NULL;
+		if ((!h || (eol && h > eol)) && mlen < sizeof(missing))
+			mlen += (size_t)snprintf(missing + mlen, sizeof(missing) - mlen, "%s%s", mlen ? ", " : "",
+						 c[i].name);
+	}
+	ck_assert_msg(mlen == 0, "README.md's Statistics table lacks or has stale rows for: %s (regenerate it "
+		      "from gice-info -s)", missing);
+	free(readme);
+}
+END_TEST
+
 /* The scanner itself: comments, macros, prefixes and character literals do not count. */
 START_TEST(scanner_reports_only_undeclared_names_in_strings)
 {
@@ -407,6 +442,9 @@ int main(void)
 	tcase_add_test(tc, every_parameter_is_in_the_readme);
 	tcase_add_test(tc, every_gice_name_in_the_sources_is_a_listed_parameter);
 	tcase_add_test(tc, scanner_reports_only_undeclared_names_in_strings);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("stats");
+	tcase_add_test(tc, every_counter_is_in_the_readme_with_its_help);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

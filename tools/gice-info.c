@@ -2,6 +2,7 @@
  *   gice-info      gice and libfabric versions, the providers offering FI_EP_RDM endpoints,
  *                  and the provider a device opened now would use
  *   gice-info -c   every GICE_* parameter: name, effective value, default, help
+ *   gice-info -s   every counter of gice_device_stats / GICE_STATS=1: name, source, help
  * Exit 0; 1 with a message on stderr when something fails. */
 #include <getopt.h>
 #include <stdio.h>
@@ -21,10 +22,11 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: gice-info [-c] [-h]\n"
+		"usage: gice-info [-c] [-s] [-h]\n"
 		"  (none)  versions, libfabric providers with RDM endpoints, the provider gice picks\n"
 		"  -c      every GICE_* configuration parameter: name, value, default, help\n"
 		"          (* marks values set in the environment)\n"
+		"  -s      every counter of gice_device_stats and GICE_STATS=1: name, source, help\n"
 		"  -h      this help\n");
 }
 
@@ -92,6 +94,32 @@ static int list_config(void)
 	}
 	if (any_set)
 		printf("* set in the environment\n");
+	return 0;
+}
+
+/* ---------------------------------------------------------------- -s */
+
+/* The counters, from GICE_STATS_LIST: the fields of gice_stats_t, in order. */
+#define STAT_SOURCE_ENGINE "engine"
+#define STAT_SOURCE_FAULT "faults"
+
+static int list_stats(void)
+{
+	static const struct {
+		const char *name, *from, *help;
+	} s[] = {
+#define STAT_ROW(name, from, field, help) {#name, STAT_SOURCE_##from, help},
+		GICE_STATS_LIST(STAT_ROW)
+#undef STAT_ROW
+	};
+	int w = 4; /* "NAME" */
+
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+		if ((int)strlen(s[i].name) > w)
+			w = (int)strlen(s[i].name);
+	printf("  %-*s  %-6s  %s\n", w, "NAME", "SOURCE", "HELP");
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+		printf("  %-*s  %-6s  %s\n", w, s[i].name, s[i].from, s[i].help);
 	return 0;
 }
 
@@ -198,12 +226,15 @@ static int report(void)
 
 int main(int argc, char **argv)
 {
-	int c, config = 0;
+	int c, config = 0, stats = 0;
 
-	while ((c = getopt(argc, argv, "ch")) != -1) {
+	while ((c = getopt(argc, argv, "csh")) != -1) {
 		switch (c) {
 		case 'c':
 			config = 1;
+			break;
+		case 's':
+			stats = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -218,5 +249,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 1;
 	}
-	return config ? list_config() : report();
+	if (config && stats) {
+		fprintf(stderr, "gice-info: -c and -s are exclusive\n");
+		usage(stderr);
+		return 1;
+	}
+	return config ? list_config() : stats ? list_stats() : report();
 }

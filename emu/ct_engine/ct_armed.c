@@ -63,7 +63,7 @@ int ct_fire_due(ct_tile_t *t, uint32_t id)
 		/* release: quiet reads it, then waits for the fired counter to reach it */
 		atomic_store_explicit(&t->fired_next, fired + 1, memory_order_release);
 		t->armed[id] = d->next;
-		ct_stat_add(&e->st.fired, 1);
+		ct_stat_add(e, CT_STAT_fired, 1);
 		n++;
 		if (d->period) {
 			d->threshold += d->period;

@@ -403,29 +403,8 @@ int ct_failure_take(ct_engine_t *e)
 
 void ct_engine_stats(const ct_engine_t *e, ct_stats_t *s)
 {
-#define LD(f) atomic_load_explicit((_Atomic uint64_t *)&e->st.f, memory_order_relaxed)
-	s->tx_pkts = LD(tx_pkts);
-	s->rx_pkts = LD(rx_pkts);
-	s->tx_bytes = LD(tx_bytes);
-	s->rx_bytes = LD(rx_bytes);
-	s->msgs_done = LD(msgs_done);
-	s->msgs_failed = LD(msgs_failed);
-	s->nacks_sent = LD(nacks_sent);
-	s->acks_sent = LD(acks_sent);
-	s->rx_bad = LD(rx_bad);
-	s->rx_dup = LD(rx_dup);
-	s->rx_dropped_unknown_peer = LD(rx_unknown);
-	s->fired = LD(fired);
-	s->tx_again = LD(tx_again);
-	s->retransmits = LD(retransmits);
-	s->rto_expired = LD(rto_expired);
-	s->fast_retransmits = LD(fast_retx);
-	s->rx_csum_bad = LD(rx_csum_bad);
-	s->ops_timed_out = LD(timed_out);
-	s->peers_dead = LD(peers_dead);
-	s->ct_stalls = LD(ct_stalls);
-	s->fallback_ops = LD(fallback_ops);
-#undef LD
+	for (int i = 0; i < CT_STATS; i++)
+		s->v[i] = atomic_load_explicit((_Atomic uint64_t *)&e->st[i], memory_order_relaxed);
 }
 
 uint32_t ct_trace_read(const ct_engine_t *ce, ct_trace_t *out, uint32_t max)

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "api/gice_stats.h"
 #include "emu/common/common.h"
 #include "emu/common/config.h"
 #include "emu/common/faults.h"
@@ -93,13 +94,16 @@ typedef struct {
 	uint32_t mtu;      /* largest packet, header included; 0: GICE_MTU */
 } ct_conn_attr_t;
 
+/* The engine's counters: the ENGINE entries of GICE_STATS_LIST (api/gice_stats.h), indexed by
+ * CT_STAT_<name>. The FAULT entries are the fault injector's (fab_fault_stats). */
+#define CT_STAT_ENUM_ENGINE(name) CT_STAT_##name,
+#define CT_STAT_ENUM_FAULT(name)
+#define CT_STAT_ENUM(name, from, field, help) CT_STAT_ENUM_##from(name)
+typedef enum { GICE_STATS_LIST(CT_STAT_ENUM) CT_STATS } ct_stat_t;
+#undef CT_STAT_ENUM
+
 typedef struct {
-	uint64_t tx_pkts, rx_pkts, tx_bytes, rx_bytes;
-	uint64_t msgs_done, msgs_failed, nacks_sent, acks_sent;
-	uint64_t rx_bad, rx_dup, rx_dropped_unknown_peer;
-	uint64_t fired, tx_again;
-	uint64_t retransmits, rto_expired, fast_retransmits, rx_csum_bad;
-	uint64_t ops_timed_out, peers_dead, ct_stalls, fallback_ops;
+	uint64_t v[CT_STATS];
 } ct_stats_t;
 
 /* What the watchdog found (ct_engine_watch): a peer dead or not acknowledging, or a CT stalled. */
@@ -213,6 +217,7 @@ int ct_arm(ct_engine_t *e, uint32_t trig, uint64_t threshold, uint64_t period, c
  * already fired or is unknown. Waits until its CT has dropped it. */
 int ct_disarm(ct_engine_t *e, uint32_t desc);
 
+/* Copy e's counters (relaxed loads, each one consistent, not the set) into *st. */
 void ct_engine_stats(const ct_engine_t *e, ct_stats_t *st);
 /* Copy up to max most recent traces (oldest first); returns the count. */
 uint32_t ct_trace_read(const ct_engine_t *e, ct_trace_t *out, uint32_t max);

@@ -207,21 +207,16 @@ struct ct_engine {
 	uint32_t n_conns;
 	ct_desc_t *descs;
 
-	struct {
-		_Atomic uint64_t tx_pkts, rx_pkts, tx_bytes, rx_bytes, msgs_done, msgs_failed;
-		_Atomic uint64_t nacks_sent, acks_sent, rx_bad, rx_dup, rx_unknown, fired, tx_again;
-		_Atomic uint64_t retransmits, rto_expired, fast_retx, rx_csum_bad, timed_out, peers_dead, ct_stalls;
-		_Atomic uint64_t fallback_ops;
-		/* puts rejected for their signal counter (logged; not yet in gice_device_stats) */
-		_Atomic uint64_t rx_bad_signal;
-	} st;
+	_Atomic uint64_t st[CT_STATS]; /* the counters (ct_engine.h), relaxed: ct_stat_add */
 };
 
 #define CT_MAX_CONNS 4096u
 
-static inline void ct_stat_add(_Atomic uint64_t *c, uint64_t v)
+/* Add v to counter id of e; returns its value before. Relaxed: a counter orders nothing, so add
+ * it before publishing the status that releases a waiter who may read it. */
+static inline uint64_t ct_stat_add(struct ct_engine *e, ct_stat_t id, uint64_t v)
 {
-	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+	return atomic_fetch_add_explicit(&e->st[id], v, memory_order_relaxed);
 }
 
 /* The link lock: whoever holds it drives the endpoint (CT 0 in its loop; host set-up calls). */

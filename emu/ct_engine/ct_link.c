@@ -50,7 +50,7 @@ void ct_complete_msg(ct_engine_t *e, uint32_t idx)
 		trace_add(e, m, gice_now_ns());
 	}
 	if (m->kind <= MK_FENCE) {
-		ct_stat_add(m->status ? &e->st.msgs_failed : &e->st.msgs_done, 1);
+		ct_stat_add(e, m->status ? CT_STAT_ops_failed : CT_STAT_ops_done, 1);
 		ct_complete_counter(e, m->counter, m->status);
 		ct_retire(e, m->owner, m->ticket);
 	}

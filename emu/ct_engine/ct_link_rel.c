@@ -19,9 +19,9 @@ static int retransmit(ct_engine_t *e, ct_peer_t *p, uint32_t psn, uint64_t now)
 		tr->tries++;
 		tr->t_tx = now;
 		p->retx++;
-		ct_stat_add(&e->st.retransmits, 1);
+		ct_stat_add(e, CT_STAT_retransmits, 1);
 	} else if (rc == GICE_ERR_AGAIN) {
-		ct_stat_add(&e->st.tx_again, 1);
+		ct_stat_add(e, CT_STAT_tx_again, 1);
 	}
 	return rc;
 }
@@ -101,7 +101,7 @@ void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint6
 
 	if (ct_psn_before(p->next_psn, cum)) {
 		gice_error("ct", "ack for psn %u from a peer we sent only %u packets: ignored", cum, p->next_psn);
-		ct_stat_add(&e->st.rx_bad, 1);
+		ct_stat_add(e, CT_STAT_rx_bad, 1);
 		return;
 	}
 	if (ct_psn_before(p->acked_psn, cum)) {
@@ -143,7 +143,7 @@ void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint6
 				cwnd_cut(e, p, 0);
 			if (retransmit(e, p, psn, now) != GICE_OK)
 				break;
-			ct_stat_add(&e->st.fast_retx, 1);
+			ct_stat_add(e, CT_STAT_fast_retransmits, 1);
 		}
 	}
 	if (!ct_psn_before(p->rx_next_psn, fence)) {
@@ -169,7 +169,7 @@ int ct_check_rto(ct_engine_t *e, uint64_t now)
 		uint64_t rto = peer_rto(e, p);
 		if (now - oldest->t_tx < rto)
 			continue;
-		ct_stat_add(&e->st.rto_expired, 1);
+		ct_stat_add(e, CT_STAT_rto_expired, 1);
 		p->backoff++;
 		cwnd_cut(e, p, 1);
 		/* send again the oldest packets the receiver lacks, a window's worth (slow start

@@ -63,7 +63,7 @@ static void note_signal(ct_peer_t *p, uint32_t sig)
 static void signal_reject_log(ct_engine_t *e, uint32_t src, uint32_t msg_id, uint32_t sig_id, int status,
 			      const char *what)
 {
-	uint64_t n = atomic_fetch_add_explicit(&e->st.rx_bad_signal, 1, memory_order_relaxed);
+	uint64_t n = ct_stat_add(e, CT_STAT_rx_bad_signal, 1);
 
 	if (n < 10 || n % 1000 == 0)
 		gice_warn("ct", "device %u: put from device %u (msg %u) signals counter %u, %s (signal counters are "
@@ -172,7 +172,7 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 	int rc;
 
 	if (!s) {
-		ct_stat_add(&e->st.rx_bad, 1);
+		ct_stat_add(e, CT_STAT_rx_bad, 1);
 		return;
 	}
 	switch (h->op) {
@@ -235,7 +235,7 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 	if (!m || !(m->need & NEED_RESP)) {
 		gice_error("ct", "%s from device %u for unknown request %llu: dropped", ct_pkt_name(h->op), h->src_gid,
 			   (unsigned long long)h->aux);
-		ct_stat_add(&e->st.rx_bad, 1);
+		ct_stat_add(e, CT_STAT_rx_bad, 1);
 		return;
 	}
 	if (h->status) {
@@ -255,7 +255,7 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 	if (h->msg_len != m->len) {
 		gice_error("ct", "get response of %u bytes for a get of %llu: dropped", h->msg_len,
 			   (unsigned long long)m->len);
-		ct_stat_add(&e->st.rx_bad, 1);
+		ct_stat_add(e, CT_STAT_rx_bad, 1);
 		return;
 	}
 	memcpy(e->base + m->src_off + h->moff, payload, h->payload_len);
@@ -274,7 +274,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	if ((atomic_load_explicit(&e->csum, memory_order_relaxed) ||
 	     (len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM))) &&
 	    !((buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM) && ct_proto_csum_ok(buf, len))) {
-		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_csum_bad, 1, memory_order_relaxed);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_csum_bad, 1);
 		if (n < 10 || n % 1000 == 0) /* per-packet path: rate-limited */
 			gice_warn("ct", "dropped a packet of %zu bytes: %s (%llu so far)", len,
 				  len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM)
@@ -283,7 +283,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		return;
 	}
 	if (ct_proto_parse(buf, len, &h, &why)) {
-		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_bad, 1, memory_order_relaxed);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
 		if (n < 10 || n % 1000 == 0)
 			gice_warn("ct", "dropped a malformed packet of %zu bytes: %s (%llu so far)", len, why,
 				  (unsigned long long)n + 1);
@@ -294,7 +294,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		return; /* late control packets of a peer we gave up on */
 	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present ||
 	    e->peers[h.src_gid].dead) {
-		uint64_t n = atomic_fetch_add_explicit(&e->st.rx_unknown, 1, memory_order_relaxed);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_unknown_peer, 1);
 		if (n < 10 || n % 1000 == 0)
 			gice_warn("ct", "dropped %s from device %u to device %u (this is device %u%s; %llu so far)",
 				  ct_pkt_name(h.op), h.src_gid, h.dst_gid, e->attr.gid,
@@ -304,8 +304,8 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	}
 	p = &e->peers[h.src_gid];
 	p->t_rx = gice_now_ns();
-	ct_stat_add(&e->st.rx_pkts, 1);
-	ct_stat_add(&e->st.rx_bytes, h.payload_len);
+	ct_stat_add(e, CT_STAT_rx_pkts, 1);
+	ct_stat_add(e, CT_STAT_rx_bytes, h.payload_len);
 	switch (h.op) {
 	case CT_PKT_ACK:
 		ct_rx_ack(e, p, h.psn, (uint32_t)h.value, h.aux);
@@ -321,12 +321,12 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	/* sequenced packets: each psn is processed once */
 	uint32_t d = h.psn - p->rx_next_psn;
 	if ((int32_t)d < 0 || (d < CT_PSN_WIN && (p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] >> (h.psn % 64)) & 1)) {
-		ct_stat_add(&e->st.rx_dup, 1);
+		ct_stat_add(e, CT_STAT_rx_dup, 1);
 		ct_send_ack(e, h.src_gid);
 		return;
 	}
 	if (d >= CT_PSN_WIN) {
-		ct_stat_add(&e->st.rx_bad, 1);
+		ct_stat_add(e, CT_STAT_rx_bad, 1);
 		gice_warn("ct", "psn %u from device %u is beyond the window (next %u): dropped", h.psn, h.src_gid,
 			  p->rx_next_psn);
 		return;

@@ -66,7 +66,7 @@ void ct_send_ack(ct_engine_t *e, uint32_t gid)
 	 * messages it covers only after it has everything we sent before it (NACKs included). */
 	if (p->nack_unsent == 0 &&
 	    ct_send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, p->next_psn, sack_bits(p)) == GICE_OK) {
-		ct_stat_add(&e->st.acks_sent, 1);
+		ct_stat_add(e, CT_STAT_acks_sent, 1);
 		ct_ack_owed_clear(e, p);
 		if (p->ack_due) {
 			p->ack_due = 0;
@@ -81,7 +81,7 @@ void ct_send_ack(ct_engine_t *e, uint32_t gid)
 /* A NACK is a sequenced response (retransmitted like data until acked). */
 void ct_send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 {
-	ct_stat_add(&e->st.nacks_sent, 1);
+	ct_stat_add(e, CT_STAT_nacks_sent, 1);
 	ct_msg_t *m = ct_queue_response(e, MK_NACK, gid, 0, msg_id, 0, status);
 
 	if (!m) {
@@ -219,7 +219,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	memcpy(buf, tr->hdr, sizeof(buf));
 	rc = ct_xmit(e, p, buf, payload, plen);
 	if (rc == GICE_ERR_AGAIN) {
-		ct_stat_add(&e->st.tx_again, 1);
+		ct_stat_add(e, CT_STAT_tx_again, 1);
 		return SEND_FULL;
 	}
 	if (rc) {
@@ -245,8 +245,8 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	ct_nack_done(e, m);
 	p->next_psn++;
 	m->sent += plen;
-	ct_stat_add(&e->st.tx_pkts, 1);
-	ct_stat_add(&e->st.tx_bytes, plen);
+	ct_stat_add(e, CT_STAT_tx_pkts, 1);
+	ct_stat_add(e, CT_STAT_tx_bytes, plen);
 	if (!last)
 		return SEND_OK;
 	m->last_psn = h.psn;

@@ -39,7 +39,7 @@ static void fail_msg(ct_engine_t *e, uint32_t idx, int status)
 	m->need = 0;
 	ct_nack_done(e, m);
 	if (m->kind <= MK_AMO)
-		ct_stat_add(&e->st.timed_out, status == GICE_ERR_TIMED_OUT);
+		ct_stat_add(e, CT_STAT_ops_timed_out, status == GICE_ERR_TIMED_OUT);
 	ct_complete_msg(e, idx);
 }
 
@@ -232,7 +232,7 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 						(unsigned long long)ev.counter_value);
 		}
 		/* counted, and told, before the operations fail: a waiter they release sees both */
-		ct_stat_add(&e->st.peers_dead, gone);
+		ct_stat_add(e, CT_STAT_peers_dead, gone);
 		if (gone && e->attr.on_peer_lost)
 			e->attr.on_peer_lost(e->attr.on_peer_lost_arg, &ev);
 		ev.n_ops = ct_peer_fail(e, g, ev.status, NULL);

@@ -92,7 +92,7 @@ void ct_complete_counter(ct_engine_t *e, uint32_t counter, int status)
 /* Fail a request before it became a message. */
 void ct_fail_now(ct_engine_t *e, ct_tile_t *t, const ct_req_t *r, uint64_t ticket, int status)
 {
-	ct_stat_add(&e->st.msgs_failed, 1);
+	ct_stat_add(e, CT_STAT_ops_failed, 1);
 	ct_complete_counter(e, r->counter, status);
 	ct_retire(e, t->idx, ticket);
 }
@@ -237,7 +237,7 @@ static int drain_queue(ct_tile_t *t, int max, int by_proxy, int *empty)
 			break;
 		}
 		t->next_ticket = ticket + 1;
-		ct_stat_add(&e->st.fallback_ops, (uint64_t)by_proxy);
+		ct_stat_add(e, CT_STAT_fallback_ops, (uint64_t)by_proxy);
 		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_)
 			ct_control_req(t, &u.r, ticket);
 		else if (ct_exec_req(t, &u.r, ticket, TM_NONE, 0) == GICE_ERR_AGAIN)

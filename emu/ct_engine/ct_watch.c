@@ -135,7 +135,7 @@ int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 			continue;
 		}
 		t->stalled = 1;
-		ct_stat_add(&e->st.ct_stalls, 1);
+		ct_stat_add(e, CT_STAT_ct_stalls, 1);
 		ct_event_t ev = {.status = GICE_ERR_CT_STALLED, .device_gid = e->attr.gid, .peer_gid = UINT32_MAX,
 				 .ct = c, .waited_ns = now - hb, .trigger = UINT32_MAX, .counter = UINT32_MAX};
 		int len = snprintf(ev.text, sizeof(ev.text),

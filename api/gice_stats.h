@@ -1,0 +1,47 @@
+/* gice_stats.h: the one list of a device's counters. gice_stats_t (gice.h), the CT engine's
+ * counter array, gice_device_stats, the GICE_STATS=1 line and `gice-info -s` are all generated
+ * from it: a new counter is one line here (appended at the end: gice_stats_t's layout is API)
+ * plus its increment, and its help in README.md's Statistics section (test_docs checks).
+ *
+ * GICE_STATS_LIST(X) calls X(name, from, field, help) once per counter, in gice_stats_t order:
+ *   name   the gice_stats_t field (uint64_t), also the name GICE_STATS=1 and gice-info print;
+ *   from   where gice_device_stats reads it: ENGINE, the device's CT engine (counted by the
+ *          engine, index CT_STAT_<name>), or FAULT, the device's fault injector (GICE_FAULTS);
+ *   field  for FAULT, the injector's count it is (fab_fault_stats_t); '_' for ENGINE;
+ *   help   one line: what is counted.
+ * Every counter counts from the device's open; none is ever reset. Self-contained: no include. */
+#ifndef GICE_STATS_H
+#define GICE_STATS_H
+
+/* clang-format off */
+#define GICE_STATS_LIST(X)                                                                                           \
+	X(tx_pkts,          ENGINE, _,          "packets sent the first time (acks and retransmits not counted)")    \
+	X(rx_pkts,          ENGINE, _,          "packets received and accepted")                                     \
+	X(tx_bytes,         ENGINE, _,          "payload bytes of the packets counted in tx_pkts")                   \
+	X(rx_bytes,         ENGINE, _,          "payload bytes received in accepted packets")                        \
+	X(ops_done,         ENGINE, _,          "operations issued on this device that succeeded")                   \
+	X(ops_failed,       ENGINE, _,          "operations issued on this device that failed")                      \
+	X(nacks_sent,       ENGINE, _,          "NACKs sent: requests from peers refused (key, bounds, signal)")     \
+	X(acks_sent,        ENGINE, _,          "ACK packets sent")                                                  \
+	X(rx_bad,           ENGINE, _,          "packets dropped as malformed or out of place")                      \
+	X(rx_dup,           ENGINE, _,          "packets dropped as duplicates of ones already received")            \
+	X(rx_unknown_peer,  ENGINE, _,          "packets dropped: from a device this one is not connected to")       \
+	X(fired,            ENGINE, _,          "armed descriptors fired (their trigger reached the threshold)")     \
+	X(tx_again,         ENGINE, _,          "sends the fabric refused for now (EAGAIN), to be retried")          \
+	X(retransmits,      ENGINE, _,          "packets sent again (after a timeout or a selective ack)")           \
+	X(rto_expired,      ENGINE, _,          "retransmission timeouts")                                           \
+	X(fast_retransmits, ENGINE, _,          "of the retransmits, those sent early on a selective ack")           \
+	X(rx_csum_bad,      ENGINE, _,          "packets dropped for a bad CRC32C")                                  \
+	X(fault_drops,      FAULT,  dropped,    "injected faults: packets dropped instead of sent")                  \
+	X(fault_dups,       FAULT,  duplicated, "injected faults: packets sent twice")                               \
+	X(fault_reorders,   FAULT,  reordered,  "injected faults: packets held back for reordering")                 \
+	X(fault_delays,     FAULT,  delayed,    "injected faults: packets held back for a delay")                    \
+	X(fault_corrupts,   FAULT,  corrupted,  "injected faults: packets sent with one bit flipped")                \
+	X(ops_timed_out,    ENGINE, _,          "operations failed with GICE_ERR_TIMED_OUT by the watchdog")         \
+	X(peers_dead,       ENGINE, _,          "peers declared dead or hung by the watchdog")                       \
+	X(ct_stalls,        ENGINE, _,          "CT stalls the watchdog saw (work and no progress)")                 \
+	X(fallback_ops,     ENGINE, _,          "requests the host proxy issued for a stalled CT (GICE_ON_TIMEOUT)") \
+	X(rx_bad_signal,    ENGINE, _,          "puts refused for their signal counter (not allocated, out of range)")
+/* clang-format on */
+
+#endif
