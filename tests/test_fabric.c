@@ -468,17 +468,6 @@ static int probe_provider(void *prov)
 	return 1;
 }
 
-/* 1 when word w is one of the space-separated words of list */
-static int has_word(const char *list, const char *w)
-{
-	size_t n = strlen(w);
-
-	for (const char *p = list; (p = strstr(p, w)); p += n)
-		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
-			return 1;
-	return 0;
-}
-
 static Suite *fabric_suite(void)
 {
 	Suite *s = suite_create("fabric");
@@ -508,7 +497,7 @@ static Suite *fabric_suite(void)
 		const char *gone = NULL;
 
 		for (int m = 0; m < nmissing && cases[i].needs; m++)
-			if (has_word(cases[i].needs, missing[m]))
+			if (test_has_word(cases[i].needs, missing[m]))
 				gone = missing[m];
 		if (gone) {
 			test_skip_cases(1, "%s: provider %s is not here", cases[i].name, gone);

@@ -1134,17 +1134,6 @@ START_TEST(test_log_level_off)
 }
 END_TEST
 
-/* 1 when word w is one of the space-separated words of list */
-static int has_word(const char *list, const char *w)
-{
-	size_t n = strlen(w);
-
-	for (const char *p = list; (p = strstr(p, w)); p += n)
-		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
-			return 1;
-	return 0;
-}
-
 static Suite *faults_suite(void)
 {
 	Suite *s = suite_create("faults");
@@ -1183,7 +1172,7 @@ static Suite *faults_suite(void)
 		const char *gone = NULL;
 
 		for (int p = 0; p < 4 && cases[i].needs; p++)
-			if (!here[p] && has_word(cases[i].needs, provs[p]))
+			if (!here[p] && test_has_word(cases[i].needs, provs[p]))
 				gone = provs[p];
 		if (gone) {
 			test_skip_cases(cases[i].loop ? cases[i].loop : 1,

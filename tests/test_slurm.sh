@@ -13,6 +13,7 @@
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
+. tests/launch_checks.sh
 factor=${CK_TIMEOUT_MULTIPLIER:-1} # sanitized builds run slower
 
 skip() {
@@ -130,19 +131,13 @@ echo "== srun --mpi=pmix -n 2: put ping-pong, payload checked"
 out=$(timeout 60 srun --mpi=pmix -n 2 "$build/bin/gice-bench" put --sizes 8,65536,1048576 --iters 200 --check 2>&1)
 rc=$?
 echo "$out"
-if [ $rc != 0 ] || [ "$(echo "$out" | grep -c '^put ')" != 3 ] || ! echo "$out" | grep -q '^put .* 2  *8 '; then
-	echo "FAIL: 2-rank ping-pong under srun --mpi=pmix (rc $rc)"
-	fail=1
-fi
+check_pingpong "srun --mpi=pmix" "$rc" "$out"
 
 echo "== srun --mpi=pmix -n 4 --overcommit: training-step ring"
 out=$(timeout 60 srun --mpi=pmix -n 4 --overcommit "$build/bin/gice-demo" 2>&1)
 rc=$?
 echo "$out" | grep -E "gice demo|data check|error"
-if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every block arrived intact')" != 4 ] || ! echo "$out" | grep -q "4 rank(s)"; then
-	echo "FAIL: 4-rank ring under srun --mpi=pmix (rc $rc)"
-	fail=1
-fi
+check_ring "srun --mpi=pmix" "$rc" "$out"
 
 echo "== srun --mpi=pmix -n 3: rank 1 never arrives, the others name it within 2x the bootstrap timeout"
 tmo=2000
@@ -152,15 +147,8 @@ out=$(GICE_BOOTSTRAP_TIMEOUT_MS=$tmo timeout 60 srun --mpi=pmix -n 3 --overcommi
 	while IFS= read -r l; do echo "$((($(date +%s%N) - start) / 1000000)) $l"; done)
 total=$((($(date +%s%N) - start) / 1000000))
 echo "$out" | grep -v -E '^[0-9]+ *$'
-first=$(echo "$out" | grep 'rank(s) 1 of 3 never arrived at PMIx exchange' | head -1 | cut -d' ' -f1)
-echo "first report after ${first:-never} ms, srun done after $total ms"
-if [ -z "$first" ] || [ "$(echo "$out" | grep -c 'rank(s) 1 of 3 never arrived')" != 2 ]; then
-	echo "FAIL: ranks 0 and 2 did not both name missing rank 1"
-	fail=1
-elif [ "$first" -gt $((2 * tmo * factor)) ]; then
-	echo "FAIL: missing rank reported after $first ms (want at most $((2 * tmo * factor)))"
-	fail=1
-fi
+echo "srun done after $total ms"
+check_missing_rank "$out" $((2 * tmo * factor))
 
 echo "== srun -n 2 without --mpi=pmix: gice_init fails saying how to launch"
 out=$(timeout 60 srun -n 2 "$build/bin/gice-demo" 2>&1)

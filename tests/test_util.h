@@ -35,6 +35,17 @@ static inline double test_time_scale(void)
 	return *end || !(f >= 1.0) ? 1.0 : f;
 }
 
+/* 1 when word w is one of the space-separated words of list (a case's "needs" list). */
+static inline int test_has_word(const char *list, const char *w)
+{
+	size_t n = strlen(w);
+
+	for (const char *p = list; (p = strstr(p, w)); p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
 /* An upper time bound (any unit) scaled by test_time_scale(). */
 static inline uint64_t test_scaled(uint64_t bound) { return (uint64_t)((double)bound * test_time_scale()); }
 
