@@ -72,6 +72,7 @@ struct api_state {
 	uint64_t timeout_ns, spin_ns, max_devices;
 	uint64_t idle_ns; /* default waits fail after this long without progress */
 	int bind;
+	int wait_steps; /* GICE_WAIT_PROGRESS: kernels step their device's CTs (ct_step.c) */
 	gice_device_t **devs;
 	uint32_t opened; /* devices opened so far: the k-th open on every rank is collective round k */
 	boot_t *boot;
@@ -139,7 +140,9 @@ int api_ctr_ok(const gice_device_t *d, gice_counter_t c);
 int api_op_fail_now(gice_device_t *d, uint32_t completion, int status);
 /* Push a request into its CT's queue (the SM -> CT path: memory and a doorbell); a failure
  * also fails its completion counter. */
-int api_push_req(gice_device_t *d, ct_req_t *r, const char *who);
+/* Queue r on its CT. by_kernel: a kernel of d in device mode queued it: it steps that CT now
+ * (GICE_WAIT_PROGRESS) instead of handing it to the CT thread. */
+int api_push_req(gice_device_t *d, ct_req_t *r, int by_kernel, const char *who);
 /* api_stream.c: GICE_MODE=host, a kernel's operations deferred to its end */
 int api_launch_defer(gice_kctx_t *k, ct_req_t *r);
 int api_launch_flush(gice_kctx_t *k);

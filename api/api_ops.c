@@ -72,19 +72,64 @@ int gice_counter_reset(gice_device_t *d, gice_counter_t c)
 
 static const char *const cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
 
+/* ---------------------------------------------------------------- waits */
+
+/* A kernel's wait steps its device's CTs while it spins (ct_step.c); host waits never do. */
+struct stepper {
+	gice_device_t *d;
+	int on;
+};
+
+static int step_poll(void *arg)
+{
+	struct stepper *st = arg;
+
+	if (!st->on) { /* first poll: the condition did not hold at once */
+		st->on = 1;
+		ct_engine_stepping(st->d->ct, 1);
+	}
+	return ct_engine_step(st->d->ct);
+}
+
+static void step_done(void *arg)
+{
+	struct stepper *st = arg;
+
+	if (st->on) {
+		st->on = 0;
+		ct_engine_stepping(st->d->ct, 0);
+	}
+}
+
+static int kernel_steps(const gice_device_t *d) { return api_g.wait_steps && !d->host_mode; }
+
+/* Wait on counter c of d (idle: timeout_ns measures a stall, tm_counter_wait_idle); steps: the
+ * caller is a kernel of d that may step its CTs. */
+static int ctr_wait(gice_device_t *d, uint32_t c, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns, int idle,
+		    int steps, uint64_t *seen)
+{
+	struct stepper st = {d, 0};
+	/* A stepping waiter spins as long as a CT would (it does the CT's work meanwhile: the CT
+	 * threads leave it the cores), and asleep still steps every millisecond, so that its own
+	 * requests move even when every CT thread is stalled. */
+	tm_poll_t poll = {step_poll, step_done, &st, 1000000};
+	uint64_t spin = steps ? GICE_MAX(api_g.spin_ns, ct_engine_spin_ns(d->ct)) : api_g.spin_ns;
+
+	return tm_counter_wait_poll(d->tm, c, cmp, v, timeout_ns, idle, spin, steps ? &poll : NULL, seen);
+}
+
 /* A wait. timeout_ns 0: GICE_TIMEOUT_MS without progress (a stall: an error, logged as one);
  * else at most timeout_ns (the caller's choice: a timed-out poll is logged at debug). A wait
  * ended by the device's abort names why once, at the abort. */
 static int wait_counter(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ns,
-			uint64_t *found, const char *who)
+			int steps, uint64_t *found, const char *who)
 {
 	uint64_t seen = 0, t = timeout_ns ? timeout_ns : api_g.idle_ns;
 	int rc;
 
 	if (!api_ctr_ok(d, c) || (unsigned)cmp > GICE_CMP_LE)
 		return GICE_ERR_INVALID;
-	rc = timeout_ns ? tm_counter_wait(d->tm, c, (tm_cmp_t)cmp, target, t, api_g.spin_ns, &seen)
-			: tm_counter_wait_idle(d->tm, c, (tm_cmp_t)cmp, target, t, api_g.spin_ns, &seen);
+	rc = ctr_wait(d, c, (tm_cmp_t)cmp, target, t, !timeout_ns, steps, &seen);
 	tm_counter_state_t cs;
 	if (rc == GICE_ERR_TIMED_OUT && (tm_counter_get(d->tm, c, &cs), cs.fail))
 		gice_debug("api", "%s on device %u counter %u: it records a failure (%s; the watchdog said why)", who,
@@ -105,7 +150,7 @@ static int wait_counter(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint
 int gice_counter_wait(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ms,
 		      uint64_t *found)
 {
-	return wait_counter(d, c, cmp, target, timeout_ms * 1000000ull, found, "gice_counter_wait");
+	return wait_counter(d, c, cmp, target, timeout_ms * 1000000ull, 0, found, "gice_counter_wait");
 }
 
 /* ---------------------------------------------------------------- operations */
@@ -178,7 +223,7 @@ static int op_to_req(gice_device_t *d, const gice_op_t *op, ct_req_t *r)
 }
 
 /* Push a request into the connection's CT queue (the SM → CT path: memory and a doorbell). */
-int api_push_req(gice_device_t *d, ct_req_t *r, const char *who)
+int api_push_req(gice_device_t *d, ct_req_t *r, int by_kernel, const char *who)
 {
 	uint32_t ct = (r->op == CT_OP_CTR_ADD || r->op == CT_OP_CTR_SET || r->op == CT_OP_NOP)
 			      ? 0 : ct_for_conn(d->ct, r->conn);
@@ -190,7 +235,8 @@ int api_push_req(gice_device_t *d, ct_req_t *r, const char *who)
 		return api_op_fail_now(d, r->counter, rc);
 	if (!r->t_issue) /* host mode: the kernel's call stamped it */
 		r->t_issue = gice_now_ns();
-	while ((rc = tm_queue_push(d->tm, ct, r, sizeof(*r), &ticket)) == GICE_ERR_AGAIN) {
+	int steps = by_kernel && kernel_steps(d);
+	while ((rc = tm_queue_put(d->tm, ct, r, sizeof(*r), &ticket)) == GICE_ERR_AGAIN) {
 		/* queue full: the CT is behind; wait for room, not forever */
 		if (!deadline)
 			deadline = gice_now_ns() + api_g.timeout_ns;
@@ -199,10 +245,18 @@ int api_push_req(gice_device_t *d, ct_req_t *r, const char *who)
 				   (unsigned long long)(api_g.timeout_ns / 1000000));
 			return api_op_fail_now(d, r->counter, GICE_ERR_TIMED_OUT);
 		}
+		if (steps && ct_engine_step(d->ct))
+			continue;
 		if ((++spins & 15) == 0)
 			sched_yield();
 		else
 			gice_cpu_relax();
+	}
+	if (rc == GICE_OK) {
+		if (steps)
+			ct_engine_submitted(d->ct, ct); /* onto the link now, on this thread */
+		else
+			tm_doorbell_ring(d->tm, ct);
 	}
 	return api_op_fail_now(d, r->counter, rc);
 }
@@ -213,7 +267,7 @@ int gice_post(gice_device_t *d, const gice_op_t *op)
 	int rc = op_to_req(d, op, &r);
 
 	/* api_push_req fails the completion itself (it also runs for a host-mode kernel's ops) */
-	return rc ? api_op_fail_now(d, op->completion, rc) : api_push_req(d, &r, "gice_post");
+	return rc ? api_op_fail_now(d, op->completion, rc) : api_push_req(d, &r, 0, "gice_post");
 }
 
 int gice_arm(gice_device_t *d, gice_trigger_t trig, uint64_t threshold, uint64_t period, const gice_op_t *op,
@@ -233,7 +287,7 @@ int gice_disarm(gice_device_t *d, gice_desc_t desc) { return ct_disarm(d->ct, de
 
 /* Wait until every operation issued on d so far (queued and fired by armed descriptors) has
  * completed, then report the first failure since the last quiet. timeout_ns as wait_counter. */
-static int quiet(gice_device_t *d, uint64_t timeout_ns, const char *who)
+static int quiet(gice_device_t *d, uint64_t timeout_ns, int steps, const char *who)
 {
 	ct_quiet_point_t pts[CT_QUIET_POINTS(TM_MAX_CTS)];
 	uint32_t n = ct_quiet_points(d->ct, pts);
@@ -244,9 +298,7 @@ static int quiet(gice_device_t *d, uint64_t timeout_ns, const char *who)
 		return rc;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t seen = 0;
-		rc = timeout_ns ? tm_counter_wait(d->tm, pts[i].counter, TM_CMP_GE, pts[i].upto, t, api_g.spin_ns, &seen)
-				: tm_counter_wait_idle(d->tm, pts[i].counter, TM_CMP_GE, pts[i].upto, t, api_g.spin_ns,
-						       &seen);
+		rc = ctr_wait(d, pts[i].counter, TM_CMP_GE, pts[i].upto, t, !timeout_ns, steps, &seen);
 		if (rc == GICE_ERR_TIMED_OUT) {
 			gice_log(timeout_ns ? GICE_LOG_DEBUG : GICE_LOG_ERROR, "api",
 				 "%s on device %u: CT %u has completed %llu of %llu %s operations: %s %llu ms", who, d->gid,
@@ -269,7 +321,7 @@ static int quiet(gice_device_t *d, uint64_t timeout_ns, const char *who)
 
 int gice_device_quiet(gice_device_t *d, uint64_t timeout_ms)
 {
-	return quiet(d, timeout_ms * 1000000ull, "gice_device_quiet");
+	return quiet(d, timeout_ms * 1000000ull, 0, "gice_device_quiet");
 }
 
 /* ---------------------------------------------------------------- device side */
@@ -292,7 +344,7 @@ static int kernel_req(gice_kctx_t *k, ct_req_t *r, const char *who)
 {
 	if (k->dev->host_mode && k->launch)
 		return api_op_fail_now(k->dev, r->counter, api_launch_defer(k, r));
-	return api_push_req(k->dev, r, who);
+	return api_push_req(k->dev, r, 1, who);
 }
 
 int gice_issue(gice_kctx_t *k, const gice_op_t *op)
@@ -352,7 +404,8 @@ int gice_wait_until(gice_kctx_t *k, gice_counter_t c, gice_cmp_t cmp, uint64_t v
 	uint64_t seen = 0;
 
 	if (!rc)
-		rc = wait_counter(k->dev, c, cmp, value, timeout_us * 1000ull, &seen, "gice_wait_until");
+		rc = wait_counter(k->dev, c, cmp, value, timeout_us * 1000ull, kernel_steps(k->dev), &seen,
+				  "gice_wait_until");
 	/* a failure reaches the host through the kernel's stream, but a poll that timed out at the
 	 * caller's own timeout is the caller's business */
 	if (rc && !(rc == GICE_ERR_TIMED_OUT && timeout_us))
@@ -376,7 +429,7 @@ int gice_quiet(gice_kctx_t *k)
 	int rc = api_launch_flush(k);
 
 	if (!rc)
-		rc = quiet(k->dev, 0, "gice_quiet");
+		rc = quiet(k->dev, 0, kernel_steps(k->dev), "gice_quiet");
 	if (rc)
 		api_kernel_failed(k, rc, "gice_quiet");
 	return rc;

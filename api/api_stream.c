@@ -56,7 +56,7 @@ static int launch_flush(launch_t *l)
 	pthread_mutex_lock(&l->mu);
 	for (uint32_t i = 0; i < l->n_ops; i++)
 		if (!rc) /* it fails the completion itself */
-			rc = api_push_req(l->dev, &l->ops[i], "host proxy");
+			rc = api_push_req(l->dev, &l->ops[i], 0, "host proxy");
 		else /* not issued after a failure: its waiter learns why */
 			api_op_fail_now(l->dev, l->ops[i].counter, rc);
 	l->n_ops = 0;

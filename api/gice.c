@@ -20,6 +20,10 @@ const gice_param_t api_params[] = {
 	{"GICE_WAIT_SPIN_US", "20", "microseconds a waiting kernel or host spins before sleeping on the futex",
 	 GICE_PARAM_U64, 0, 1000000},
 	{"GICE_MAX_DEVICES", "16", "devices one process may open", GICE_PARAM_U64, 1, 1024},
+	{"GICE_WAIT_PROGRESS", "1",
+	 "1: a kernel that waits on a counter, or has just queued a request, runs its device's CT work itself "
+	 "whenever no CT thread holds it (no thread hand-off; host threads never do); 0: only the CT threads do",
+	 GICE_PARAM_U64, 0, 1},
 	{"GICE_DEVICES_PER_RANK", "1",
 	 "devices each rank of a job opens, for programs that follow it (gice-demo); set by gicerun "
 	 "--devices-per-rank", GICE_PARAM_U64, 1, 16},
@@ -120,7 +124,7 @@ static int read_fault_params(void)
 
 int gice_init(void)
 {
-	uint64_t v[4];
+	uint64_t v[5];
 	int rc;
 
 	pthread_mutex_lock(&api_g.lock);
@@ -128,8 +132,9 @@ int gice_init(void)
 		pthread_mutex_unlock(&api_g.lock);
 		return GICE_OK;
 	}
-	const char *const names[4] = {"GICE_TIMEOUT_MS", "GICE_WAIT_SPIN_US", "GICE_MAX_DEVICES", "GICE_BIND"};
-	for (int i = 0; i < 4; i++)
+	const char *const names[5] = {"GICE_TIMEOUT_MS", "GICE_WAIT_SPIN_US", "GICE_MAX_DEVICES", "GICE_BIND",
+				      "GICE_WAIT_PROGRESS"};
+	for (int i = 0; i < 5; i++)
 		if ((rc = gice_param_u64(gice_param_find(api_params, names[i]), &v[i]))) {
 			api_g.refs = 0;
 			pthread_mutex_unlock(&api_g.lock);
@@ -150,6 +155,7 @@ int gice_init(void)
 	}
 	api_g.nvlink = strcmp(plane, "net") != 0;
 	api_g.bind = (int)v[3];
+	api_g.wait_steps = (int)v[4];
 	if ((rc = read_fault_params())) {
 		api_g.refs = 0;
 		pthread_mutex_unlock(&api_g.lock);

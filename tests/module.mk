@@ -10,4 +10,4 @@ TESTS += test_faults
 TEST_SCRIPTS += test_netns_loss
 TESTS += test_reliability
 TESTS += test_failure test_completions
-TESTS += test_launch
+TESTS += test_launch test_progress

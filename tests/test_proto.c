@@ -62,7 +62,7 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 	h.magic = 1;
 	ck_assert_str_eq(reject(h, len), "bad magic");
 	h = sample();
-	h.version = 2;
+	h.version = 1; /* version 2 added the piggybacked ack */
 	ck_assert_str_eq(reject(h, len), "unsupported version");
 	h = sample();
 	h.op = 0;
@@ -70,8 +70,8 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 	h.op = CT_PKT_MAX_;
 	ck_assert_str_eq(reject(h, len), "unknown op");
 	h = sample();
-	h.flags = 0x80;
-	ck_assert_str_eq(reject(h, len), "unknown flags");
+	h.ack = 5; /* an ack without the flag */
+	ck_assert_str_eq(reject(h, len), "reserved field not zero");
 	h = sample();
 	h.reserved = 1;
 	ck_assert_str_eq(reject(h, len), "reserved field not zero");
@@ -91,6 +91,27 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 	h = sample();
 	h.op = CT_PKT_PUT_RTS; /* announces bytes, carries none */
 	ck_assert_str_eq(reject(h, len), "control packet with payload");
+	h = (ct_hdr_t){.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .op = CT_PKT_HEARTBEAT,
+		       .flags = CT_HF_ACK, .ack = 3};
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "piggybacked ack on an unsequenced packet");
+}
+END_TEST
+
+/* A sequenced packet carries a cumulative ack in `ack` (offset 88) under CT_HF_ACK (bit 7). */
+START_TEST(piggybacked_ack_round_trips)
+{
+	uint8_t pkt[CT_HDR_BYTES + 16] = {0};
+	ct_hdr_t h = sample(), o;
+
+	h.flags |= CT_HF_ACK;
+	h.ack = 0x01020304;
+	ct_proto_build(&h, pkt);
+	ck_assert_uint_eq(pkt[6] & 0x80, 0x80);
+	ck_assert_uint_eq(pkt[88], 0x04);
+	ck_assert_uint_eq(pkt[91], 0x01);
+	ck_assert_int_eq(ct_proto_parse(pkt, sizeof(pkt), &o, NULL), GICE_OK);
+	ck_assert_uint_eq(o.ack, 0x01020304);
+	ck_assert_int_eq(memcmp(&h, &o, sizeof(h)), 0);
 }
 END_TEST
 
@@ -126,6 +147,7 @@ int main(void)
 	tcase_add_test(tc, round_trip_keeps_every_field);
 	tcase_add_test(tc, layout_is_little_endian_at_documented_offsets);
 	tcase_add_test(tc, malformed_headers_are_rejected_with_a_reason);
+	tcase_add_test(tc, piggybacked_ack_round_trips);
 	tcase_add_test(tc, packet_names_cover_every_op);
 	tcase_add_test(tc, rendezvous_announcement_carries_a_length_but_no_payload);
 	suite_add_tcase(s, tc);

@@ -72,7 +72,7 @@ START_TEST(test_layout_sizes)
 	uint64_t total;
 	memcpy(&version, p + 8, 4);
 	memcpy(&total, p + 16, 8);
-	ck_assert_uint_eq(version, 2);
+	ck_assert_uint_eq(version, 3);
 	ck_assert_uint_eq(total, (uint64_t)st.st_size);
 	munmap(p, (size_t)st.st_size);
 	tm_region_destroy(r);

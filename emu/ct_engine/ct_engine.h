@@ -178,9 +178,21 @@ typedef struct {
 	uint64_t hbm_size;
 	int32_t pid;               /* its process when that pid means it here (same pid namespace and
 				      machine), else 0: tells a hung peer from a dead one */
-	const tm_region_t *tm;     /* its trigger memory mapped here (same host), or NULL: tells a
-				      closed device (state GICE_ERR_CANCELED) from a dead one */
+	tm_region_t *tm;           /* its trigger memory mapped here (same host), or NULL: tells a
+				      closed device (state GICE_ERR_CANCELED) from a dead one, and
+				      wakes its link when no one polls it (tm_doorbell_kick) */
 } ct_peer_info_t;
+
+/* Progress by the device's kernels (ct_step.c; never from a host thread). step: run the step of
+ * every CT not held by another thread, and the link if free; returns the work done (0: nothing
+ * moved). submitted: a kernel has just queued a request on CT ct with tm_queue_put: step that
+ * CT now if free, else ring it. stepping: a kernel starts (1) or stops (0) stepping while it
+ * waits: the CT threads leave it the cores meanwhile; stopping takes one last step. */
+int ct_engine_step(ct_engine_t *e);
+void ct_engine_submitted(ct_engine_t *e, uint32_t ct);
+void ct_engine_stepping(ct_engine_t *e, int on);
+/* How long a CT thread spins after its last work before it sleeps (GICE_CT_SPIN_US). */
+uint64_t ct_engine_spin_ns(const ct_engine_t *e);
 
 /* Make device gid reachable. Re-adding the same gid is GICE_OK. */
 int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info);

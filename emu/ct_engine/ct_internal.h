@@ -67,7 +67,8 @@ typedef struct { /* link-private (under the link lock) */
 	uint8_t dead;         /* declared dead (or closed): operations to it fail with dead_status */
 	int32_t dead_status;
 	int32_t pid;          /* its process, if that pid is meaningful here (ct_peer_info_t) */
-	const tm_region_t *tm; /* its trigger memory, if mapped here (ct_peer_info_t) */
+	tm_region_t *tm;       /* its trigger memory, if mapped here (ct_peer_info_t) */
+	uint8_t kick;          /* in e->kick for this pass */
 	uint32_t sig_recent[CT_SIG_RECENT]; /* counters its signals set here lately (fail them if
 					       it dies: their waiters would wait for nothing) */
 	uint32_t sig_next;
@@ -95,6 +96,7 @@ typedef struct { /* link-private (under the link lock) */
 	/* rx */
 	uint32_t rx_next_psn, rx_landed, ack_unsent;
 	uint8_t ack_due;
+	uint32_t ack_soon;             /* a message end awaits its ACK: link pass that saw it, or 0 */
 	uint64_t t_ack_wait;           /* when the oldest packet not yet acknowledged arrived */
 	uint64_t rx_seen[CT_PSN_WIN / 64];
 	ct_rx_slot_t rx[CT_PEER_WIN];
@@ -172,8 +174,15 @@ struct ct_engine {
 	ct_tile_t *tiles;
 	ct_msg_t *msgs; /* n_cts * CT_MSGS_PER_CT + CT_RESP_MSGS */
 
+	/* kernels waiting on this device that step its CTs now (ct_step.c): the CT threads do not
+	 * spin meanwhile */
+	_Atomic uint32_t steppers;
+
 	/* link: everything below is touched only by the holder of link_lock */
 	_Atomic int link_lock;
+	_Atomic int link_pending; /* a CT handed the link new messages: the holder comes round again */
+	uint32_t kick[16];        /* peers sent to in this pass whose CT 0 may sleep (same host) */
+	uint32_t n_kick;
 	ct_peer_t *peers;
 	uint32_t act_head[CT_QOS_CLASSES], act_tail[CT_QOS_CLASSES]; /* messages being sent */
 	uint32_t resp_head[CT_QOS_CLASSES], resp_tail[CT_QOS_CLASSES];
@@ -192,6 +201,7 @@ struct ct_engine {
 	 * sleep policy reads it outside the link lock */
 	_Atomic uint32_t acks_delayed;
 	uint64_t dack_next_ns; /* earliest time one of them is due */
+	uint32_t pass;         /* link passes (ct_link.c; never 0): a message end is acked by the next */
 	uint64_t next_timer_ns; /* next retransmission check */
 	ct_trace_t trace[CT_TRACE_RING];
 	uint64_t trace_n;
@@ -219,10 +229,12 @@ static inline uint64_t ct_stat_add(struct ct_engine *e, ct_stat_t id, uint64_t v
 	return atomic_fetch_add_explicit(&e->st[id], v, memory_order_relaxed);
 }
 
-/* The link lock: whoever holds it drives the endpoint (CT 0 in its loop; host set-up calls). */
+/* The link lock: whoever holds it drives the endpoint (any CT's step: ct_link_progress; host
+ * set-up calls and the watchdog briefly). seq_cst: a CT that hands the link a message sets
+ * link_pending, then tries the lock; a holder releases, then reads link_pending (ct_link.c). */
 static inline int ct_link_trylock(struct ct_engine *e)
 {
-	return !atomic_exchange_explicit(&e->link_lock, 1, memory_order_acquire);
+	return !atomic_exchange_explicit(&e->link_lock, 1, memory_order_seq_cst);
 }
 
 static inline void ct_link_lock(struct ct_engine *e)
@@ -231,9 +243,16 @@ static inline void ct_link_lock(struct ct_engine *e)
 		sched_yield();
 }
 
+/* Release by a holder that did not poll (set-up, watchdog): packets that arrived meanwhile, or
+ * messages handed over, must not wait for a sleeping CT 0 (whoever gave up on the lock counted
+ * on the holder). */
 static inline void ct_link_unlock(struct ct_engine *e)
 {
-	atomic_store_explicit(&e->link_lock, 0, memory_order_release);
+	atomic_store_explicit(&e->link_lock, 0, memory_order_seq_cst);
+	if (atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
+		tm_doorbell_ring(e->attr.tm, 0);
+	else
+		tm_doorbell_kick(e->attr.tm, 0);
 }
 
 /* a before b in packet sequence order (psns wrap) */
@@ -273,7 +292,13 @@ static inline void ct_nap_us(uint64_t us)
 }
 
 /* ct_link.c: progress and completion */
+/* One pass of the link if no one else holds it; a holder comes round again for what was handed
+ * over meanwhile (link_pending). Returns the work done. */
 int ct_link_progress(struct ct_engine *e);
+/* The same, as a last look before sleeping (a waiting kernel that stops stepping): it takes in
+ * what arrived but leaves the ACKs of message ends owed to the next pass, so that a reply the
+ * kernel sends next carries them. */
+int ct_link_look(struct ct_engine *e);
 int ct_link_busy(struct ct_engine *e);
 void ct_complete_msg(struct ct_engine *e, uint32_t idx);
 /* ct_link_tx.c: the MPG and everything sent */
@@ -284,6 +309,7 @@ void ct_send_ack(struct ct_engine *e, uint32_t gid);
 void ct_send_nack(struct ct_engine *e, uint32_t gid, uint32_t msg_id, int status);
 void ct_nack_done(struct ct_engine *e, ct_msg_t *m);
 void ct_ack_owed_clear(struct ct_engine *e, ct_peer_t *p);
+void ct_ack_sent(struct ct_engine *e, ct_peer_t *p);
 ct_msg_t *ct_queue_response(struct ct_engine *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
 			     uint64_t value, int status);
 /* ct_link_rx.c: the receive path */
@@ -311,6 +337,9 @@ void ct_link_bye(struct ct_engine *e);
 void ct_link_cancel_all(struct ct_engine *e);
 /* ct_tile.c: the CT thread, requests, retirement */
 void *ct_thread(void *arg);
+/* One pass of a tile's work (triggers, queue, due descriptors). The caller holds t->own: its CT
+ * thread, a waiting kernel (ct_step.c) or the host proxy (by_proxy); then, having dropped it,
+ * it drives the link (ct_link_progress): every CT drives its own messages, no hand-off. */
 int ct_tile_step(ct_tile_t *t, int by_proxy);
 int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig, uint64_t thresh);
 int ct_counter_ok(const struct ct_engine *e, uint32_t id);

@@ -61,13 +61,25 @@ void ct_complete_msg(ct_engine_t *e, uint32_t idx)
 
 /* ---------------------------------------------------------------- progress */
 
-int ct_link_progress(ct_engine_t *e)
+/* Same-host peers we sent to whose link no one polls now (their CT 0 sleeps): ring it, as a NIC
+ * raises an interrupt. Once per peer per pass. */
+static void kick_peers(ct_engine_t *e)
+{
+	for (uint32_t i = 0; i < e->n_kick; i++) {
+		ct_peer_t *p = &e->peers[e->kick[i]];
+		p->kick = 0;
+		tm_doorbell_kick(p->tm, 0);
+	}
+	e->n_kick = 0;
+}
+
+static int link_pass(ct_engine_t *e, int look)
 {
 	fab_event_t ev[16];
 	int work, n;
 
-	if (!ct_link_trylock(e))
-		return 0;
+	if (!look && !++e->pass)
+		e->pass = 1;
 	/* send first: a new request goes out before this pass pays for polling (a syscall on
 	 * socket providers) */
 	work = ct_send_pending(e);
@@ -99,6 +111,26 @@ int ct_link_progress(ct_engine_t *e)
 			e->next_timer_ns = now + e->rto_min_ns / 4;
 		}
 	}
-	ct_link_unlock(e);
+	if (e->n_kick)
+		kick_peers(e);
 	return work;
 }
+
+static int progress(ct_engine_t *e, int look)
+{
+	int work = 0;
+
+	for (;;) {
+		if (!ct_link_trylock(e))
+			return work; /* the holder comes round for what we handed over (link_pending) */
+		atomic_store_explicit(&e->link_pending, 0, memory_order_relaxed);
+		work += link_pass(e, look);
+		/* release, then look (seq_cst, pairs with the hand-over: ct_exec_req) */
+		atomic_store_explicit(&e->link_lock, 0, memory_order_seq_cst);
+		if (!atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
+			return work;
+	}
+}
+
+int ct_link_progress(ct_engine_t *e) { return progress(e, 0); }
+int ct_link_look(ct_engine_t *e) { return progress(e, 1); }

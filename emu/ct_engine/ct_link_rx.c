@@ -347,15 +347,19 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	} else {
 		rx_request(e, p, &h, buf + CT_HDR_BYTES);
 	}
+	/* an ack riding on the packet: it covers what the peer received before sending it */
+	if (h.flags & CT_HF_ACK)
+		ct_rx_ack(e, p, h.ack, h.psn + 1, 0);
 	/* an ack that waited for the packets we had not yet received from this peer */
 	if (p->ack_held && !ct_psn_before(p->rx_next_psn, p->held_fence)) {
 		p->ack_held = 0;
 		ct_complete_upto(e, p, p->held_cum);
 	}
-	/* ack at every message end, every ack_thresh packets, and at once when this packet left a
-	 * hole (the selective ack lets the sender resend just the hole); whatever is left unacked
+	/* ack every ack_thresh packets, and at once when this packet left a hole (the selective ack
+	 * lets the sender resend just the hole); a message end by the next pass of the link, on
+	 * whatever we send this peer before (a reply carries it); whatever else is left unacked
 	 * gets a delayed ack (ct_flush_delayed_acks) */
-	if ((h.flags & CT_HF_LAST) || p->ack_unsent + 1 >= ack_thresh(e) || d != 0 || p->rx_next_psn != h.psn + 1) {
+	if (p->ack_unsent + 1 >= ack_thresh(e) || d != 0 || p->rx_next_psn != h.psn + 1) {
 		ct_send_ack(e, h.src_gid); /* not sent now: flush_ctrl retries it */
 		return;
 	}
@@ -364,6 +368,10 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		atomic_fetch_add_explicit(&e->acks_delayed, 1, memory_order_relaxed);
 		if (e->dack_next_ns > p->t_rx + ack_delay_ns(e))
 			e->dack_next_ns = p->t_rx + ack_delay_ns(e);
+	}
+	if (h.flags & CT_HF_LAST) {
+		p->ack_soon = e->pass;
+		e->dack_next_ns = 0;
 	}
 }
 
@@ -379,9 +387,11 @@ int ct_flush_delayed_acks(ct_engine_t *e, uint64_t now)
 		ct_peer_t *p = &e->peers[g];
 		if (!p->ack_unsent || p->ack_due) /* none owed, or already retried by flush_ctrl */
 			continue;
-		if (now - p->t_ack_wait >= delay) {
+		if (now - p->t_ack_wait >= delay || (p->ack_soon && p->ack_soon != e->pass)) {
 			ct_send_ack(e, g);
 			n++;
+		} else if (p->ack_soon) {
+			next = 0; /* a message end seen in this pass: the next one acks it */
 		} else if (p->t_ack_wait + delay < next) {
 			next = p->t_ack_wait + delay;
 		}

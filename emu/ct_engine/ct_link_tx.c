@@ -13,9 +13,20 @@ enum { SEND_OK, SEND_DONE, SEND_BLOCKED, SEND_FULL };
 /* p owes no ACK any more (one went out, or the peer is gone). */
 void ct_ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
 {
+	p->ack_soon = 0;
 	if (p->ack_unsent) {
 		p->ack_unsent = 0;
 		atomic_fetch_sub_explicit(&e->acks_delayed, 1, memory_order_relaxed);
+	}
+}
+
+/* An ACK went out to p, alone or riding on a packet: nothing owed, nothing to retry. */
+void ct_ack_sent(ct_engine_t *e, ct_peer_t *p)
+{
+	ct_ack_owed_clear(e, p);
+	if (p->ack_due) {
+		p->ack_due = 0;
+		e->acks_pending--;
 	}
 }
 
@@ -32,8 +43,16 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 		memcpy(hdr + CT_HDR_CSUM_OFF, &c, 4);
 	}
 	rc = fab_send(e->attr.ep, p->addr, hdr, CT_HDR_BYTES, payload, plen);
-	if (rc == GICE_OK)
+	if (rc == GICE_OK) {
 		p->t_tx = gice_now_ns();
+		/* its CT 0 may sleep: ring it at the end of this pass (ct_link.c) */
+		if (p->tm && !p->kick && e->n_kick < GICE_ARRAY_SIZE(e->kick)) {
+			p->kick = 1;
+			e->kick[e->n_kick++] = (uint32_t)(p - e->peers);
+		} else if (p->tm && !p->kick) {
+			tm_doorbell_kick(p->tm, 0);
+		}
+	}
 	return rc;
 }
 
@@ -67,11 +86,7 @@ void ct_send_ack(ct_engine_t *e, uint32_t gid)
 	if (p->nack_unsent == 0 &&
 	    ct_send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, p->next_psn, sack_bits(p)) == GICE_OK) {
 		ct_stat_add(e, CT_STAT_acks_sent, 1);
-		ct_ack_owed_clear(e, p);
-		if (p->ack_due) {
-			p->ack_due = 0;
-			e->acks_pending--;
-		}
+		ct_ack_sent(e, p);
 	} else if (!p->ack_due) {
 		p->ack_due = 1;
 		e->acks_pending++;
@@ -213,11 +228,22 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	if (last)
 		h.flags |= CT_HF_LAST;
 	h.psn = p->next_psn;
+	/* An ACK we owe this peer rides along when it needs no selective part and no NACK waits
+	 * for a psn (an ACK must not overtake a NACK): a reply carries the ack of the request. */
+	int piggy = p->ack_unsent && !p->nack_unsent && m->kind != MK_NACK && !sack_bits(p);
+	if (piggy) {
+		h.flags |= CT_HF_ACK;
+		h.ack = p->rx_next_psn;
+	}
 	/* keep the packet until it is acked: a retransmission rebuilds it from here */
 	ct_txrec_t *tr = &p->tx[h.psn & p->tx_mask];
 	ct_proto_build(&h, tr->hdr);
 	memcpy(buf, tr->hdr, sizeof(buf));
 	rc = ct_xmit(e, p, buf, payload, plen);
+	if (piggy && rc == GICE_OK) {
+		ct_stat_add(e, CT_STAT_acks_piggybacked, 1);
+		ct_ack_sent(e, p);
+	}
 	if (rc == GICE_ERR_AGAIN) {
 		ct_stat_add(e, CT_STAT_tx_again, 1);
 		return SEND_FULL;

@@ -52,7 +52,8 @@ void ct_proto_build(const ct_hdr_t *h, void *buf)
 	PUT64(p, 72, h->aux);
 	PUT32(p, 80, h->job);
 	PUT32(p, 84, h->csum);
-	PUT64(p, 88, h->reserved);
+	PUT32(p, 88, h->ack);
+	PUT32(p, 92, h->reserved);
 }
 
 const char *ct_pkt_name(unsigned op)
@@ -121,7 +122,8 @@ int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
 	h->aux = get64(p, 72);
 	h->job = get32(p, 80);
 	h->csum = get32(p, 84);
-	h->reserved = get64(p, 88);
+	h->ack = get32(p, 88);
+	h->reserved = get32(p, 92);
 
 	if (h->magic != CT_PROTO_MAGIC)
 		return bad(why, "bad magic");
@@ -129,9 +131,7 @@ int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
 		return bad(why, "unsupported version");
 	if (h->op == 0 || h->op >= CT_PKT_MAX_)
 		return bad(why, "unknown op");
-	if (h->flags & ~CT_HF_KNOWN_)
-		return bad(why, "unknown flags");
-	if (h->reserved || h->job)
+	if (h->reserved || h->job || (h->ack && !(h->flags & CT_HF_ACK)))
 		return bad(why, "reserved field not zero");
 	if (h->payload_len > CT_MAX_PAYLOAD || h->payload_len != len - CT_HDR_BYTES)
 		return bad(why, "payload length does not match packet length");
@@ -154,5 +154,7 @@ int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
 	}
 	if ((h->flags & CT_HF_STRONG) && !(h->flags & CT_HF_SIGNAL))
 		return bad(why, "strong flag without signal");
+	if ((h->flags & CT_HF_ACK) && (h->op == CT_PKT_ACK || h->op == CT_PKT_HEARTBEAT || h->op == CT_PKT_BYE))
+		return bad(why, "piggybacked ack on an unsequenced packet");
 	return GICE_OK;
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define CT_PROTO_MAGIC 0x45434947u /* "GICE" little-endian */
-#define CT_PROTO_VERSION 1
+#define CT_PROTO_VERSION 2
 #define CT_HDR_BYTES 96
 #define CT_MAX_PAYLOAD (1u << 20) /* largest MTU accepted */
 
@@ -43,7 +43,7 @@ enum ct_pkt_flags {
 	CT_HF_STRONG = 1u << 4,  /* signal waits until every earlier message from this peer landed */
 	CT_HF_CSWAP = 1u << 5,   /* ATOMIC_REQ: compare (aux) and swap (value); else fetch-add */
 	CT_HF_CSUM = 1u << 6,    /* csum holds the CRC32C of header (csum zero) and payload */
-	CT_HF_KNOWN_ = (1u << 7) - 1
+	CT_HF_ACK = 1u << 7,     /* sequenced packet: ack holds a cumulative ack (piggybacked) */
 };
 
 /* Host-order view of the header. On the wire every field is little-endian at the offset in
@@ -73,7 +73,9 @@ typedef struct {
 			       *    ack, bit i = psn (cumulative + 1 + i) received */
 	uint32_t job;         /* 80 reserved for the job authentication value; zero */
 	uint32_t csum;        /* 84 CRC32C of header and payload when enabled; else zero */
-	uint64_t reserved;    /* 88 zero */
+	uint32_t ack;         /* 88 with CT_HF_ACK: every psn below it received from the
+			       *    receiver (a cumulative ACK riding on this packet); else zero */
+	uint32_t reserved;    /* 92 zero */
 } ct_hdr_t;
 
 /* Encode h into CT_HDR_BYTES bytes at buf. */

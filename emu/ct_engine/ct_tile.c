@@ -206,8 +206,9 @@ int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig,
 	uint32_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
 	ring->slot[tail & (CT_MSGS_PER_CT - 1)] = idx;
 	atomic_store_explicit(&ring->tail, tail + 1, memory_order_release);
-	if (t->idx != 0)
-		tm_doorbell_ring(e->attr.tm, 0); /* CT 0 runs the link */
+	/* this step drives the link next (ct_tile_step); if another thread holds it, that holder
+	 * comes round again (seq_cst: pairs with its release-then-look, ct_link_progress) */
+	atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
 	return 0;
 }
 
@@ -266,11 +267,25 @@ int ct_tile_step(ct_tile_t *t, int by_proxy)
 		else
 			tm_dirty_mark(e->attr.tm, t->idx, ids[i]);
 	}
-	/* CT 0 owns the link (MPG, receive path); the others only feed it. One poller per device
-	 * keeps a 2-core machine with several devices from drowning in spinning threads. */
-	if (t->idx == 0)
-		work += ct_link_progress(e);
 	return work;
+}
+
+/* How long an idle CT thread sleeps on its doorbell before it looks again. */
+static uint64_t sleep_ns(ct_tile_t *t)
+{
+	ct_engine_t *e = t->e;
+	/* come round now and then even when idle: the watchdog reads that as a heartbeat */
+	uint64_t ns = GICE_MIN(100000000ull, e->timeout_ns / 8);
+
+	if (t->idx != 0)
+		return ns;
+	/* CT 0 is the backstop of the link: messages in flight need acks and retransmission
+	 * timers (a waiting kernel that steps the CTs runs them meanwhile); arriving packets ring
+	 * it when no one polls (tm_doorbell_kick), else it polls every GICE_CT_POLL_US */
+	if (ct_link_busy(e) || atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed))
+		return atomic_load_explicit(&e->steppers, memory_order_relaxed) ? GICE_MAX(e->rto_min_ns / 4, 20000ull)
+										  : 20000;
+	return e->poll_ns;
 }
 
 void *ct_thread(void *arg)
@@ -286,6 +301,8 @@ void *ct_thread(void *arg)
 		snprintf(name, sizeof(name), "gice-d%u-ct%u", e->attr.index, t->idx);
 	pthread_setname_np(pthread_self(), name);
 	t->last_work_ns = gice_now_ns();
+	/* awake: this thread polls the link (every step does), so peers need not ring CT 0 */
+	tm_doorbell_awake(e->attr.tm, 0, 1);
 
 	while (!atomic_load_explicit(&e->stop, memory_order_acquire)) {
 		uint32_t seq = tm_doorbell_seq(e->attr.tm, t->idx);
@@ -294,18 +311,20 @@ void *ct_thread(void *arg)
 			continue;
 		atomic_store_explicit(&t->hb_ns, now, memory_order_relaxed);
 		if (!ct_own_try(t)) {
-			ct_nap_us(50); /* the host proxy runs this tile now (fallback) */
+			ct_nap_us(50); /* a waiting kernel or the host proxy runs this tile now */
 			continue;
 		}
 		int work = ct_tile_step(t, 0);
 		ct_own_drop(t);
+		work += ct_link_progress(e);
 		if (work) {
 			t->last_work_ns = gice_now_ns();
 			spins = 0;
 			continue;
 		}
 		now = gice_now_ns();
-		if (now - t->last_work_ns < e->spin_ns) {
+		/* A kernel that waits steps the CTs itself: leave it the cores. */
+		if (now - t->last_work_ns < e->spin_ns && !atomic_load_explicit(&e->steppers, memory_order_relaxed)) {
 			/* Back off while idle: polling the fabric takes the provider's locks, which the
 			 * peer's sender needs too (shm); and two cores may run four ranks, so let other
 			 * threads in now and then. */
@@ -318,15 +337,21 @@ void *ct_thread(void *arg)
 			}
 			continue;
 		}
-		/* Sleep on the doorbell. Messages in flight need polling for acks: sleep briefly. CT 0
-		 * also polls the fabric for arriving packets while idle. */
-		/* come round now and then even when idle: the watchdog reads that as a heartbeat */
-		uint64_t timeout = GICE_MIN(100000000ull, e->timeout_ns / 8);
-		if (t->idx == 0)
-			timeout = ct_link_busy(e) || atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed)
-					  ? 20000 : e->poll_ns;
-		tm_doorbell_sleep(e->attr.tm, t->idx, seq, timeout);
+		/* Sleep on the doorbell: no longer awake, then one more look (a packet that arrived
+		 * before a sender saw us asleep is found here; one after rings us). */
+		tm_doorbell_awake(e->attr.tm, 0, -1);
+		if (!ct_own_try(t)) {
+			work = 1; /* someone else steps it: look again soon */
+		} else {
+			work = ct_tile_step(t, 0);
+			ct_own_drop(t);
+			work += ct_link_progress(e);
+		}
+		if (!work)
+			tm_doorbell_sleep(e->attr.tm, t->idx, seq, sleep_ns(t));
+		tm_doorbell_awake(e->attr.tm, 0, 1);
 		spins = 0;
 	}
+	tm_doorbell_awake(e->attr.tm, 0, -1);
 	return NULL;
 }

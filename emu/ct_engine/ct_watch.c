@@ -66,6 +66,7 @@ static void *proxy_thread(void *arg)
 				continue;
 			work += ct_tile_step(t, 1);
 			ct_own_drop(t);
+			work += ct_link_progress(e);
 		}
 		if (!work)
 			ct_nap_us(50);

@@ -235,7 +235,7 @@ static int wait_progressed(const tm_region_t *r, struct tm_counter *c, uint32_t 
 }
 
 static int counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns,
-			uint64_t spin_ns, int idle, uint64_t *found)
+			uint64_t spin_ns, int idle, const tm_poll_t *poll, uint64_t *found)
 {
 	struct tm_counter *c = ctr(r, id);
 	uint64_t start = gice_now_ns(), now = start, seen = 0;
@@ -246,10 +246,17 @@ static int counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, u
 	int rc;
 
 	spin_end = GICE_MIN(spin_end, deadline);
-	/* Spin phase: no futex; a yield every 16 polls so a 2-core machine makes progress. */
+	/* Spin phase: no futex; a yield every 16 idle polls so a 2-core machine makes progress. */
 	for (uint32_t i = 0;; i++) {
 		if (wait_check(r, c, cmp, v, &seen, &rc))
 			goto out;
+		if (poll && poll->fn(poll->arg) > 0) {
+			/* it moved something: what we wait for may be next */
+			i = 0;
+			now = gice_now_ns();
+			spin_end = GICE_MIN(spin_ns > UINT64_MAX - now ? UINT64_MAX : now + spin_ns, deadline);
+			continue;
+		}
 		if ((i & 15) == 15) {
 			now = gice_now_ns();
 			if (now >= spin_end)
@@ -260,6 +267,9 @@ static int counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, u
 		}
 		gice_cpu_relax();
 	}
+	if (poll && poll->done)
+		poll->done(poll->arg);
+	uint64_t nap = poll ? poll->nap_ns : 0;
 
 	/* Sleep phase. Register first (seq_cst, pairs with counter_notify's seq bump + waiters
 	 * load), then read seq, then check: a write we do not see in the check bumped seq after
@@ -280,11 +290,23 @@ static int counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, u
 			rc = GICE_ERR_TIMED_OUT;
 			break;
 		}
+		if (nap && deadline - now > nap) {
+			/* poll now and then while asleep (the engine's own threads may be stalled) */
+			if (gice_futex_wait(&c->seq, s, nap) == GICE_ERR_TIMED_OUT) {
+				poll->fn(poll->arg);
+				if (poll->done)
+					poll->done(poll->arg);
+			}
+			continue;
+		}
 		gice_futex_wait(&c->seq, s, deadline == UINT64_MAX ? UINT64_MAX : deadline - now);
 	}
+	poll = NULL; /* done already */
 	atomic_fetch_sub_explicit(&r->state->waiting, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&c->waiters, 1, memory_order_relaxed);
 out:
+	if (poll && poll->done)
+		poll->done(poll->arg);
 	/* Not logged here: a timeout may be expected; the caller logs it with its context. */
 	if (found)
 		*found = seen;
@@ -294,13 +316,19 @@ out:
 int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns,
 		    uint64_t spin_ns, uint64_t *found)
 {
-	return counter_wait(r, id, cmp, v, timeout_ns, spin_ns, 0, found);
+	return counter_wait(r, id, cmp, v, timeout_ns, spin_ns, 0, NULL, found);
 }
 
 int tm_counter_wait_idle(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t idle_ns,
 			 uint64_t spin_ns, uint64_t *found)
 {
-	return counter_wait(r, id, cmp, v, idle_ns, spin_ns, 1, found);
+	return counter_wait(r, id, cmp, v, idle_ns, spin_ns, 1, NULL, found);
+}
+
+int tm_counter_wait_poll(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns, int idle,
+			 uint64_t spin_ns, const tm_poll_t *poll, uint64_t *found)
+{
+	return counter_wait(r, id, cmp, v, timeout_ns, spin_ns, idle, poll, found);
 }
 
 /* ---- the device's health ---- */

@@ -42,7 +42,8 @@ _Static_assert(sizeof(struct tm_state) == GICE_CACHELINE, "state is one cache li
 struct tm_doorbell {
 	_Atomic uint32_t seq;      /* futex word, bumped by every ring */
 	_Atomic uint32_t sleeping; /* threads of the CT inside tm_doorbell_sleep (0 or 1 normally) */
-	uint8_t pad[56];
+	_Atomic uint32_t awake;    /* threads that will look for the CT's work unasked (tm_doorbell_kick) */
+	uint8_t pad[52];
 };
 _Static_assert(sizeof(struct tm_doorbell) == GICE_CACHELINE, "doorbell is one cache line");
 

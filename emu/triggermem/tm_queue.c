@@ -48,6 +48,18 @@ uint32_t tm_doorbell_seq(const tm_region_t *r, uint32_t ct)
 	return atomic_load_explicit(&bell(r, ct)->seq, memory_order_acquire);
 }
 
+void tm_doorbell_awake(tm_region_t *r, uint32_t ct, int delta)
+{
+	/* seq_cst: ordered against tm_doorbell_kick's load (see triggermem.h) */
+	atomic_fetch_add_explicit(&bell(r, ct)->awake, (uint32_t)delta, memory_order_seq_cst);
+}
+
+void tm_doorbell_kick(tm_region_t *r, uint32_t ct)
+{
+	if (!atomic_load_explicit(&bell(r, ct)->awake, memory_order_seq_cst))
+		tm_doorbell_ring(r, ct);
+}
+
 int tm_doorbell_sleep(tm_region_t *r, uint32_t ct, uint32_t seen_seq, uint64_t timeout_ns)
 {
 	struct tm_doorbell *db = bell(r, ct);
@@ -116,7 +128,7 @@ uint32_t tm_dirty_take(tm_region_t *r, uint32_t ct, uint32_t *ids, uint32_t max)
 
 /* ---- request queues ---- */
 
-int tm_queue_push(tm_region_t *r, uint32_t ct, const void *req, uint32_t len, uint64_t *ticket)
+int tm_queue_put(tm_region_t *r, uint32_t ct, const void *req, uint32_t len, uint64_t *ticket)
 {
 	struct tm_queue_hdr *q = queue_hdr(r, ct);
 	struct tm_slot *slots = queue_slots(r, ct), *s;
@@ -150,10 +162,18 @@ int tm_queue_push(tm_region_t *r, uint32_t ct, const void *req, uint32_t len, ui
 	memset(s->data + len, 0, TM_REQ_MAX_BYTES - len);
 	/* release: the payload before the slot is marked full */
 	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-	tm_doorbell_ring(r, ct);
 	if (ticket)
 		*ticket = pos;
 	return GICE_OK;
+}
+
+int tm_queue_push(tm_region_t *r, uint32_t ct, const void *req, uint32_t len, uint64_t *ticket)
+{
+	int rc = tm_queue_put(r, ct, req, len, ticket);
+
+	if (rc == GICE_OK)
+		tm_doorbell_ring(r, ct);
+	return rc;
 }
 
 int tm_queue_pop(tm_region_t *r, uint32_t ct, void *buf, uint64_t *ticket)

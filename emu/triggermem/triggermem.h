@@ -95,6 +95,20 @@ int tm_counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint6
 int tm_counter_wait_idle(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t idle_ns,
 			 uint64_t spin_ns, uint64_t *found);
 
+/* Either wait (idle: as tm_counter_wait_idle) with a helper run while it spins: poll->fn(arg)
+ * returns > 0 when it moved something (the spin phase restarts: the answer may be near), 0
+ * otherwise; poll->done(arg) (may be NULL) runs when the wait stops polling (before it sleeps,
+ * or at the end). Asleep, the wait wakes every nap_ns (0: never) to poll once more (fn, then
+ * done). A kernel's wait steps its device's CTs this way. */
+typedef struct {
+	int (*fn)(void *arg);
+	void (*done)(void *arg);
+	void *arg;
+	uint64_t nap_ns;
+} tm_poll_t;
+int tm_counter_wait_poll(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns, int idle,
+			 uint64_t spin_ns, const tm_poll_t *poll, uint64_t *found);
+
 /* The device's health, shared by every process that maps the region.
  * abort: the first call records status (< 0; GICE_ERR_CANCELED if not) and returns GICE_OK;
  * later calls keep the status in force and return it. Every call wakes every wait in progress,
@@ -126,6 +140,13 @@ void tm_dirty_mark(tm_region_t *r, uint32_t ct, uint32_t id);
 void tm_doorbell_ring(tm_region_t *r, uint32_t ct);
 uint32_t tm_doorbell_seq(const tm_region_t *r, uint32_t ct);
 int tm_doorbell_sleep(tm_region_t *r, uint32_t ct, uint32_t seen_seq, uint64_t timeout_ns);
+/* Work that needs no ring while someone is awake to find it (packets arriving for a device: its
+ * link is polled by whoever is awake). awake: delta (+1/-1) threads of this process or another
+ * that look for the CT's work without being rung; one that goes to sleep subtracts itself, then
+ * looks once more, then sleeps. kick: ring only when no one is awake (the work is published
+ * before the kick; seq_cst pairs the kick's load with that last look). */
+void tm_doorbell_awake(tm_region_t *r, uint32_t ct, int delta);
+void tm_doorbell_kick(tm_region_t *r, uint32_t ct);
 
 /* Request queue of CT ct: bounded multi-producer, single-consumer ring of TM_SLOT_BYTES slots.
  * push copies len (<= TM_REQ_MAX_BYTES) bytes, sets *ticket to the slot's ticket (queue order,
@@ -133,6 +154,9 @@ int tm_doorbell_sleep(tm_region_t *r, uint32_t ct, uint32_t seen_seq, uint64_t t
  * pop copies the head request into buf (TM_REQ_MAX_BYTES) and sets *ticket; returns 1, or 0 when
  * empty. prod: tickets handed out so far (for quiet: wait until counter ct reaches it). */
 int tm_queue_push(tm_region_t *r, uint32_t ct, const void *req, uint32_t len, uint64_t *ticket);
+/* push without the ring: for a producer that runs the CT's step itself right after (a kernel
+ * stepping its device) and rings only if it could not. */
+int tm_queue_put(tm_region_t *r, uint32_t ct, const void *req, uint32_t len, uint64_t *ticket);
 int tm_queue_pop(tm_region_t *r, uint32_t ct, void *buf, uint64_t *ticket);
 uint64_t tm_queue_prod(const tm_region_t *r, uint32_t ct);
 

@@ -1,0 +1,65 @@
+/* ct_step.c: progress by the device's own kernels. A kernel (an SM thread) that waits on a
+ * counter, or that has just queued a request, runs the step of its device's CTs when it can
+ * take them (try-acquire of each tile's ownership flag and of the link, never blocking), so a
+ * ping-pong needs no thread hand-off: the request goes from the queue in trigger memory onto
+ * the link, and the answer from the link into the counter, on the waiting SM thread. It reads
+ * and writes exactly what the CT thread would (trigger memory, device memory, the link). The CT
+ * threads stay the backstop that makes progress when no kernel waits; host threads never step. */
+#include "emu/ct_engine/ct_internal.h"
+
+static int step(ct_engine_t *e, int look)
+{
+	uint64_t now = gice_now_ns();
+	uint64_t hang = atomic_load_explicit(&e->hang_at_ns, memory_order_relaxed);
+	int work = 0;
+
+	if (gice_unlikely(hang && now >= hang))
+		return 0; /* a hung device does nothing */
+	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
+		ct_tile_t *t = &e->tiles[c];
+		if (!ct_own_try(t))
+			continue; /* its thread (or another waiter) is on it */
+		work += ct_tile_step(t, 0);
+		ct_own_drop(t);
+		/* the tile moved: the watchdog must not call it stalled (its thread may be) */
+		atomic_store_explicit(&t->hb_ns, now, memory_order_relaxed);
+	}
+	return work + (look ? ct_link_look(e) : ct_link_progress(e)); /* once for all of them */
+}
+
+int ct_engine_step(ct_engine_t *e) { return step(e, 0); }
+
+void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
+{
+	ct_tile_t *t = &e->tiles[ct];
+	uint64_t hang = atomic_load_explicit(&e->hang_at_ns, memory_order_relaxed);
+
+	if (!gice_unlikely(hang && gice_now_ns() >= hang) && ct_own_try(t)) {
+		ct_tile_step(t, 0);
+		ct_own_drop(t);
+		atomic_store_explicit(&t->hb_ns, gice_now_ns(), memory_order_relaxed);
+		ct_link_progress(e);
+		/* all taken (a full message pool or retirement window leaves requests queued) */
+		if (atomic_load_explicit(&t->consumed, memory_order_relaxed) == tm_queue_prod(e->attr.tm, ct))
+			return;
+	}
+	/* its owner may be past its look at the queue: ring (no syscall unless it sleeps) */
+	tm_doorbell_ring(e->attr.tm, ct);
+}
+
+void ct_engine_stepping(ct_engine_t *e, int on)
+{
+	if (on) {
+		atomic_fetch_add_explicit(&e->steppers, 1, memory_order_relaxed);
+		tm_doorbell_awake(e->attr.tm, 0, 1);
+		return;
+	}
+	tm_doorbell_awake(e->attr.tm, 0, -1);
+	atomic_fetch_sub_explicit(&e->steppers, 1, memory_order_relaxed);
+	/* one more look: a packet that arrived before a sender saw us leave is found now; one
+	 * after rings CT 0. The ACKs it owes wait for the next pass: the kernel's next request
+	 * may carry them (ct_link_look). */
+	step(e, 1);
+}
+
+uint64_t ct_engine_spin_ns(const ct_engine_t *e) { return e->spin_ns; }

@@ -1,0 +1,233 @@
+/* Description: who makes a device's CT work progress (ct_step.c, ct_tile.c).
+ * - waiters step: with every CT thread stalled for good (stall_ct), a ping-pong between two
+ *   devices still completes because the waiting kernels run their devices' CT steps; with
+ *   GICE_WAIT_PROGRESS=0 the same ping-pong does not move (the put never leaves), which proves
+ *   the path under test;
+ * - backstop: an armed descriptor fires and its put is delivered while the kernel that wrote the
+ *   trigger computes and never waits (the CT threads do it), and a host-posted put completes with
+ *   no kernel at all (host threads never step a device).
+ * Every case runs in its own forked process (Check's default), so each sets its environment
+ * before gice_init. */
+#include <check.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/gice.h"
+#include "tests/test_util.h"
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+#define BUF (1024u * 1024u)
+#define ITERS 200
+
+static gice_device_t *dev[2];
+static uint8_t *buf[2];
+static uint64_t key[2];
+static gice_conn_t conn[2];    /* dev[i] -> dev[1 - i] */
+static gice_counter_t sig[2];  /* on dev[i], signalled by the other */
+static gice_stream_t *strm[2];
+
+static void open_pair(void)
+{
+	gice_device_attr_t at = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 4 * BUF};
+	void *p;
+
+	ck_assert_int_eq(gice_init(), GICE_OK);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(gice_device_open(&at, &dev[i]), GICE_OK);
+		ck_assert_int_eq(gice_mem_alloc(dev[i], BUF, &p), GICE_OK);
+		buf[i] = p;
+		memset(buf[i], 0, BUF);
+		ck_assert_int_eq(gice_mem_register(dev[i], buf[i], BUF, &key[i]), GICE_OK);
+		ck_assert_int_eq(gice_counter_alloc(dev[i], &sig[i]), GICE_OK);
+		ck_assert_int_eq(gice_stream_create(dev[i], &strm[i]), GICE_OK);
+	}
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(gice_conn_open(dev[i], gice_device_id(dev[1 - i]), NULL, &conn[i]), GICE_OK);
+}
+
+static void close_pair(void)
+{
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(gice_stream_destroy(strm[i]), GICE_OK);
+		ck_assert_int_eq(gice_device_close(dev[i]), GICE_OK);
+	}
+	ck_assert_int_eq(gice_finalize(), GICE_OK);
+}
+
+struct pp {
+	int side;          /* 0 starts */
+	uint64_t wait_us;  /* each wait's own timeout */
+	_Atomic int rc;    /* first failure, else GICE_OK */
+	_Atomic long done; /* iterations completed */
+};
+
+/* Ping-pong of 8-byte put_signals: side 0 puts i, side 1 answers once it has it. */
+static void pp_kernel(gice_kctx_t *k, void *arg)
+{
+	struct pp *a = *(struct pp **)arg;
+	int s = a->side;
+	uint64_t *src = (uint64_t *)buf[s];
+
+	for (long i = 0; i < ITERS; i++) {
+		int rc;
+		if (s == 1 && (rc = gice_wait_until(k, sig[s], GICE_CMP_GE, (uint64_t)i + 1, a->wait_us, NULL))) {
+			atomic_store(&a->rc, rc);
+			return;
+		}
+		*src = (uint64_t)i * 2 + (uint64_t)s;
+		if ((rc = gice_put_signal(k, conn[s], key[1 - s], 64, src, 8, sig[1 - s], 1, GICE_SIGNAL_ADD,
+					  GICE_NO_COUNTER))) {
+			atomic_store(&a->rc, rc);
+			return;
+		}
+		if (s == 0 && (rc = gice_wait_until(k, sig[s], GICE_CMP_GE, (uint64_t)i + 1, a->wait_us, NULL))) {
+			atomic_store(&a->rc, rc);
+			return;
+		}
+		atomic_store(&a->done, i + 1);
+	}
+}
+
+/* Run the ping-pong with every CT thread of both devices stalled from the start. */
+static void stalled_pingpong(const char *wait_progress, struct pp *a)
+{
+	setenv("GICE_FAULTS", "stall_ct=0@0+inf,stall_ct=1@0+inf", 1);
+	setenv("GICE_TIMEOUT_MS", "60000", 1); /* the watchdog stays out of it */
+	setenv("GICE_WAIT_PROGRESS", wait_progress, 1);
+	open_pair();
+	for (int i = 0; i < 2; i++) {
+		struct pp *p = &a[i];
+		ck_assert_int_eq(gice_launch(strm[i], pp_kernel, 1, &p, sizeof(p)), GICE_OK);
+	}
+	for (int i = 0; i < 2; i++)
+		gice_stream_sync(strm[i], test_scaled(30000)); /* the kernel's failure is in a->rc */
+}
+
+START_TEST(waiters_step_stalled_cts)
+{
+	struct pp a[2] = {{.side = 0, .wait_us = test_scaled(10000000)}, {.side = 1, .wait_us = test_scaled(10000000)}};
+
+	stalled_pingpong("1", a);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(atomic_load(&a[i].rc), GICE_OK);
+		ck_assert_int_eq(atomic_load(&a[i].done), ITERS);
+		ck_assert_uint_eq(gice_counter_read(dev[i], sig[i]), ITERS);
+		/* the last value the other side put */
+		ck_assert_uint_eq(*(uint64_t *)(buf[i] + 64), (uint64_t)(ITERS - 1) * 2 + (uint64_t)(1 - i));
+	}
+	gice_stats_t st;
+	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	ck_assert_uint_eq(st.ops_done, ITERS);
+	ck_assert_uint_eq(st.ct_stalls, 0);
+	close_pair();
+}
+END_TEST
+
+START_TEST(no_progress_without_waiters_stepping)
+{
+	struct pp a[2] = {{.side = 0, .wait_us = 300000}, {.side = 1, .wait_us = 300000}};
+
+	stalled_pingpong("0", a);
+	/* nothing left device 0: its waiter timed out at its own timeout, device 1 heard nothing */
+	ck_assert_int_eq(atomic_load(&a[0].rc), GICE_ERR_TIMED_OUT);
+	ck_assert_int_eq(atomic_load(&a[1].rc), GICE_ERR_TIMED_OUT);
+	ck_assert_int_eq(atomic_load(&a[0].done), 0);
+	ck_assert_uint_eq(gice_counter_read(dev[1], sig[1]), 0);
+	gice_stats_t st;
+	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	ck_assert_uint_eq(st.tx_pkts, 0);
+	close_pair();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the CT threads as backstop */
+
+struct busy {
+	gice_trigger_t trig;
+	_Atomic int seen; /* the host saw the put land */
+	_Atomic int landed_while_busy;
+};
+
+/* Write the trigger, then compute (spin) until the host says the armed put landed, without a
+ * device call: only the CT threads can move it. */
+static void busy_kernel(gice_kctx_t *k, void *arg)
+{
+	struct busy *b = *(struct busy **)arg;
+	uint64_t t0 = now_ms();
+
+	gice_trigger_add(k, b->trig, 1);
+	while (!atomic_load(&b->seen) && now_ms() - t0 < test_scaled(10000))
+		;
+	atomic_store(&b->landed_while_busy, atomic_load(&b->seen));
+}
+
+START_TEST(armed_descriptor_fires_while_the_kernel_computes)
+{
+	struct busy b = {0}, *bp = &b;
+	gice_desc_t desc;
+
+	open_pair();
+	ck_assert_int_eq(gice_counter_alloc(dev[0], &b.trig), GICE_OK);
+	buf[0][0] = 0x5a;
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0], .local = buf[0], .bytes = 1, .rkey = key[1],
+			.roff = 128, .value = 1, .signal = sig[1], .signal_flags = GICE_SIGNAL_ADD,
+			.completion = GICE_NO_COUNTER};
+	ck_assert_int_eq(gice_arm(dev[0], b.trig, 1, 0, &op, &desc), GICE_OK);
+	ck_assert_int_eq(gice_launch(strm[0], busy_kernel, 1, &bp, sizeof(bp)), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[1], sig[1], GICE_CMP_GE, 1, test_scaled(5000), NULL), GICE_OK);
+	atomic_store(&b.seen, 1);
+	ck_assert_int_eq(gice_stream_sync(strm[0], test_scaled(20000)), GICE_OK);
+	ck_assert_int_eq(atomic_load(&b.landed_while_busy), 1);
+	ck_assert_uint_eq(buf[1][128], 0x5a);
+	gice_stats_t st;
+	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	ck_assert_uint_eq(st.fired, 1);
+	close_pair();
+}
+END_TEST
+
+START_TEST(host_posts_complete_without_kernels)
+{
+	gice_counter_t done;
+
+	open_pair();
+	ck_assert_int_eq(gice_counter_alloc(dev[0], &done), GICE_OK);
+	for (int i = 0; i < 64; i++)
+		buf[0][i] = (uint8_t)(i + 1);
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0], .local = buf[0], .bytes = 64, .rkey = key[1],
+			.roff = 256, .value = 1, .signal = sig[1], .signal_flags = GICE_SIGNAL_ADD, .completion = done};
+	ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[0], done, GICE_CMP_GE, 1, test_scaled(5000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[1], sig[1], GICE_CMP_GE, 1, test_scaled(5000), NULL), GICE_OK);
+	ck_assert_int_eq(memcmp(buf[0], buf[1] + 256, 64), 0);
+	close_pair();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("progress");
+	TCase *tc = tcase_create("progress");
+
+	SRunner *sr = srunner_create(s);
+	int rc;
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, waiters_step_stalled_cts);
+	tcase_add_test(tc, no_progress_without_waiters_stepping);
+	tcase_add_test(tc, armed_descriptor_fires_while_the_kernel_computes);
+	tcase_add_test(tc, host_posts_complete_without_kernels);
+	suite_add_tcase(s, tc);
+	srunner_run_all(sr, CK_NORMAL);
+	rc = test_exit(sr);
+	srunner_free(sr);
+	return rc;
+}
