@@ -31,6 +31,9 @@ static int param_u32(const gice_param_t *table, const char *name, uint32_t given
 
 /* Restrict the calling thread to the index-th CPU it may use (round robin); *saved gets the old
  * mask. Returns 1 if the mask changed. One CPU allowed: nothing to do. */
+/* A stream thread (device side: the GPU's front end) runs the CTs after writing a trigger. */
+static int engine_step(void *ct) { return ct_engine_step(ct); }
+
 static int bind_to_device_cpu(uint32_t index, cpu_set_t *saved)
 {
 	cpu_set_t one;
@@ -250,7 +253,8 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 	ct_engine_attr_t ca = {.gid = d->gid, .index = d->index, .n_cts = d->n_cts, .hbm = d->hbm, .tm = d->tm,
 			       .ep = d->ep, .timeout_ns = api_g.timeout_ns, .faults = &api_g.faults, .t0_ns = api_g.t0_ns,
 			       .host_proxy = api_g.host_mode, .fail_signals = !api_g.tolerate_dead,
-			       .on_peer_lost = api_peer_lost, .on_peer_lost_arg = d};
+			       .on_peer_lost = api_peer_lost, .on_peer_lost_arg = d,
+			       .machine_cts = api_g.machine_ranks * gice_devices_per_rank() * d->n_cts};
 	if (api_g.faults.hang_rank == (int32_t)api_g.rank)
 		ca.hang_at_ns = api_g.t0_ns + GICE_MAX(api_g.faults.hang_at_ns, 1ull);
 	d->host_mode = api_g.host_mode;
@@ -264,6 +268,8 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 		pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
 	if (rc)
 		goto err_ep;
+	if (api_g.wait_steps && !d->host_mode)
+		smt_set_engine_step(d->smt, engine_step, d->ct);
 	d->has_mr = ct_engine_mr(d->ct, &d->mr) == GICE_OK;
 
 	/* wire peers both ways, including the device itself (loopback through its endpoint) */

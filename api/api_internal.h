@@ -88,6 +88,7 @@ struct api_state {
 	uint64_t max_gids;
 	char host[96];
 	char pidns[64];  /* this machine's boot and pid namespace */
+	uint32_t machine_ranks; /* ranks of the job on this machine (sharing its CPUs) */
 	/* watchdog and faults */
 	gice_faults_t faults;
 	uint64_t t0_ns;

@@ -41,6 +41,8 @@ void gice_log_write(int level, const char *subsys, const char *file, int line, c
 
 /* ---- time ---- */
 uint64_t gice_now_ns(void); /* CLOCK_MONOTONIC */
+/* The CPUs the calling thread may run on (its affinity mask; at least 1). */
+uint32_t gice_cpus_usable(void);
 
 static inline void gice_cpu_relax(void)
 {

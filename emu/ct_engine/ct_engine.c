@@ -75,6 +75,13 @@ static int read_params(ct_engine_t *e)
 	if (e->attr.ep->max_packet && e->mtu_max > e->attr.ep->max_packet)
 		e->mtu_max = (uint32_t)e->attr.ep->max_packet; /* datagrams: 1472 bytes on udp */
 	e->spin_ns = v[2] * 1000;
+	int spin_set = 0;
+	gice_param_raw(&ct_params[2], &spin_set);
+	if (!spin_set && e->attr.machine_cts > gice_cpus_usable()) {
+		gice_debug("ct", "device %u: %u CT threads on this machine, %u CPUs: CTs sleep when idle", e->attr.gid,
+			   e->attr.machine_cts, gice_cpus_usable());
+		e->spin_ns = 0;
+	}
 	e->poll_ns = v[3] * 1000;
 	e->max_descs = (uint32_t)v[4];
 	e->max_peers = (uint32_t)v[5];

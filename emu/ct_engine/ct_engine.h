@@ -86,6 +86,11 @@ typedef struct {
 	 * the peer); may be NULL */
 	void (*on_peer_lost)(void *arg, const struct ct_event *ev);
 	void *on_peer_lost_arg;
+	/* CT threads of the whole job on this machine (0: unknown): more than the CPUs this
+	 * process may use, and CT threads sleep at once when idle instead of spinning
+	 * GICE_CT_SPIN_US (unless that is set), as a spinner that must yield its core holds up
+	 * the thread that has work */
+	uint32_t machine_cts;
 } ct_engine_attr_t;
 
 typedef struct {

@@ -299,6 +299,9 @@ int ct_link_progress(struct ct_engine *e);
  * what arrived but leaves the ACKs of message ends owed to the next pass, so that a reply the
  * kernel sends next carries them. */
 int ct_link_look(struct ct_engine *e);
+/* CT 0's sleep when it found no work (seq: its doorbell before it looked): on its doorbell, and
+ * also on the fabric's wait fd when the provider has one and nothing is in flight. */
+void ct_link_sleep(struct ct_engine *e, uint32_t seq, uint64_t timeout_ns);
 int ct_link_busy(struct ct_engine *e);
 void ct_complete_msg(struct ct_engine *e, uint32_t idx);
 /* ct_link_tx.c: the MPG and everything sent */

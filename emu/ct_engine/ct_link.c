@@ -134,3 +134,20 @@ static int progress(ct_engine_t *e, int look)
 
 int ct_link_progress(ct_engine_t *e) { return progress(e, 0); }
 int ct_link_look(ct_engine_t *e) { return progress(e, 1); }
+
+void ct_link_sleep(ct_engine_t *e, uint32_t seq, uint64_t timeout_ns)
+{
+	int fd = fab_wait_fd(e->attr.ep);
+
+	/* with nothing in flight, sleep on the fabric's wait fd too (tcp): a packet wakes us at
+	 * once; fi_trywait first (under the lock: one thread in the provider at a time) */
+	if (fd < 0 || ct_link_busy(e) || !ct_link_trylock(e)) {
+		tm_doorbell_sleep(e->attr.tm, 0, seq, timeout_ns);
+		return;
+	}
+	int rc = fab_trywait(e->attr.ep);
+	atomic_store_explicit(&e->link_lock, 0, memory_order_seq_cst);
+	if (rc != GICE_OK || atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
+		return; /* something to read, or handed over: look again */
+	tm_doorbell_sleep_fd(e->attr.tm, 0, seq, fd, timeout_ns);
+}

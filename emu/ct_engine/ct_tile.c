@@ -347,7 +347,9 @@ void *ct_thread(void *arg)
 			ct_own_drop(t);
 			work += ct_link_progress(e);
 		}
-		if (!work)
+		if (!work && t->idx == 0)
+			ct_link_sleep(e, seq, sleep_ns(t));
+		else if (!work)
 			tm_doorbell_sleep(e->attr.tm, t->idx, seq, sleep_ns(t));
 		tm_doorbell_awake(e->attr.tm, 0, 1);
 		spins = 0;

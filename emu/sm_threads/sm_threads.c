@@ -49,6 +49,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define SMT_MAX_SMS 256
 
@@ -58,6 +62,11 @@ const gice_param_t smt_params[] = {
 	 GICE_PARAM_U64, 0, 1000000},
 	{"GICE_SMT_STREAM_DEPTH", "1024", "commands a stream can hold (launches, waits, writes)",
 	 GICE_PARAM_U64, 1, 1u << 20},
+	{"GICE_SM_NICE", "10",
+	 "SM threads run this much nicer than the process (0-19): they are compute, and the CT and stream "
+	 "threads, which stand for hardware engines, must get a core at once when a trigger or packet "
+	 "needs them",
+	 GICE_PARAM_U64, 0, 19},
 	{"GICE_SMT_SPINNERS", "0",
 	 "idle SM and stream threads of a device that may spin at once, the others sleep at once "
 	 "(0: the CPUs this process may use, minus one, at least 1)",
@@ -191,6 +200,14 @@ static void *sm_main(void *p)
 
 	snprintf(name, sizeof(name), "gice-d%u-sm%u", d->dev_id, sm->index);
 	pthread_setname_np(pthread_self(), name);
+	if (d->nice) {
+		/* per thread on Linux: the SMs yield the cores to the engines when those wake */
+		pid_t tid = (pid_t)syscall(SYS_gettid);
+		errno = 0;
+		int cur = getpriority(PRIO_PROCESS, (id_t)tid);
+		if ((cur != -1 || !errno) && setpriority(PRIO_PROCESS, (id_t)tid, GICE_MIN(cur + d->nice, 19)))
+			gice_debug("smt", "device %u SM %u: setpriority: %s", d->dev_id, sm->index, strerror(errno));
+	}
 
 	for (;;) {
 		if (sm_run_one(d, sm->index, &start, &no))
@@ -237,13 +254,6 @@ static void *sm_main(void *p)
 
 /* ---- device ---- */
 
-/* The CPUs this process may use. */
-static uint32_t smt_cpus(void)
-{
-	cpu_set_t set;
-
-	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0 ? (uint32_t)CPU_COUNT(&set) : 1;
-}
 
 /* GICE_SMT_SPINNERS, 0 resolved to the CPUs minus one (at least 1). */
 static uint32_t smt_spin_budget(uint32_t cpus)
@@ -254,6 +264,12 @@ static uint32_t smt_spin_budget(uint32_t cpus)
 	if (gice_param_u64(p, &n) == GICE_OK && n)
 		return (uint32_t)n;
 	return cpus > 2 ? cpus - 1 : 1;
+}
+
+void smt_set_engine_step(smt_dev_t *d, int (*step)(void *arg), void *arg)
+{
+	d->engine_arg = arg;
+	d->engine_step = step;
 }
 
 int smt_create(uint32_t n_sms, uint32_t dev_id, tm_region_t *tm, smt_dev_t **out)
@@ -269,7 +285,10 @@ int smt_create(uint32_t n_sms, uint32_t dev_id, tm_region_t *tm, smt_dev_t **out
 			   SMT_MAX_SMS, tm ? "" : " (no trigger memory)");
 		return GICE_ERR_INVALID;
 	}
+	uint64_t nice;
 	rc = gice_param_u64(p, &spin_us);
+	if (!rc)
+		rc = gice_param_u64(gice_param_find(smt_params, "GICE_SM_NICE"), &nice);
 	if (rc)
 		return rc;
 
@@ -285,7 +304,8 @@ int smt_create(uint32_t n_sms, uint32_t dev_id, tm_region_t *tm, smt_dev_t **out
 	d->dev_id = dev_id;
 	d->tm = tm;
 	d->spin_ns = spin_us * 1000;
-	uint32_t cpus = smt_cpus();
+	d->nice = (int)nice;
+	uint32_t cpus = gice_cpus_usable();
 	d->max_spinners = smt_spin_budget(cpus);
 	d->spin_yield = n_sms + 2 > cpus; /* the SMs, a stream thread and the host */
 	d->sms = calloc(n_sms, sizeof(*d->sms));

@@ -53,6 +53,9 @@ struct smt_dev {
 	_Atomic uint32_t spinning; /* idle SM and stream threads spinning (at most max_spinners) */
 	uint32_t max_spinners;     /* GICE_SMT_SPINNERS, resolved */
 	int spin_yield;            /* more threads than CPUs: spinners yield (spin_pause) */
+	int nice;                  /* GICE_SM_NICE: added to the SM threads' nice value */
+	int (*engine_step)(void *arg); /* smt_set_engine_step, or NULL */
+	void *engine_arg;
 	_Atomic uint32_t stop;
 	_Atomic uint64_t active_mask; /* bit i: kernels[i] has blocks to hand out or running */
 
@@ -76,6 +79,8 @@ struct smt_stream {
 	_Atomic uint32_t sleeping; /* stream thread is (about to be) asleep on cmd_seq */
 	_Atomic uint32_t done_seq; /* futex: bumped when a command finishes */
 	_Atomic uint32_t sync_waiters;
+	_Atomic uint64_t sync_target; /* smallest tail a sleeping sync waits for (UINT64_MAX: none):
+					 the stream thread wakes syncs only when it is reached */
 	_Atomic int err;           /* sticky error: first failure, cleared by smt_stream_sync */
 	_Atomic uint32_t stop;
 

@@ -178,6 +178,8 @@ static int stream_exec(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 			tm_counter_add(s->d->tm, c->counter, c->value);
 		else
 			tm_counter_set(s->d->tm, c->counter, c->value);
+		if (s->d->engine_step) /* what the write triggers starts now, on this thread */
+			s->d->engine_step(s->d->engine_arg);
 		break;
 	}
 	if (rc)
@@ -192,7 +194,13 @@ void smt_stream_complete(smt_stream_t *s, uint64_t tail)
 	 * host sees the new tail; seq_cst bump pairs with sync's registration */
 	atomic_store_explicit(&s->tail, tail, memory_order_release);
 	atomic_fetch_add_explicit(&s->done_seq, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&s->sync_waiters, memory_order_seq_cst))
+	if (!atomic_load_explicit(&s->sync_waiters, memory_order_seq_cst))
+		return;
+	/* wake a sync only when what it waits for is done, not at every command (a host blocked
+	 * in a sync costs no CPU, as on a GPU); woken syncs not done yet register again */
+	uint64_t want = atomic_load_explicit(&s->sync_target, memory_order_seq_cst);
+	if (tail >= want && atomic_compare_exchange_strong_explicit(&s->sync_target, &want, UINT64_MAX,
+								     memory_order_seq_cst, memory_order_seq_cst))
 		gice_futex_wake(&s->done_seq, INT_MAX);
 }
 
@@ -288,6 +296,7 @@ int smt_stream_create(smt_dev_t *d, smt_stream_t **out)
 	}
 	s->d = d;
 	s->depth = (uint32_t)depth;
+	atomic_init(&s->sync_target, UINT64_MAX);
 	s->ring = calloc(depth, sizeof(*s->ring));
 	if (!s->ring) {
 		gice_error("smt", "device %u: no memory for a stream ring of %u commands", d->dev_id,
@@ -358,6 +367,8 @@ static int stream_progressed(smt_stream_t *s, uint64_t *seen, uint64_t since)
 	return moved || tm_progress_ns(s->d->tm) > since || tm_waiting(s->d->tm) > 0;
 }
 
+#define SYNC_NAP_NS 20000000ull
+
 /* Wait until tail reaches target, at most timeout_ns (idle: timeout_ns without progress).
  * The device's abort ends it with the abort status. */
 static int stream_drain(smt_stream_t *s, uint64_t target, uint64_t timeout_ns, int idle)
@@ -393,7 +404,13 @@ sleep:
 			rc = GICE_ERR_TIMED_OUT;
 			break;
 		}
-		gice_futex_wait(&s->done_seq, seen, deadline == UINT64_MAX ? UINT64_MAX : deadline - now);
+		/* register the target (the smallest of the syncs asleep); a sync whose registration a
+		 * concurrent one's wake-up took looks again within SYNC_NAP_NS */
+		uint64_t want = atomic_load_explicit(&s->sync_target, memory_order_seq_cst);
+		while (target < want && !atomic_compare_exchange_weak_explicit(&s->sync_target, &want, target,
+									       memory_order_seq_cst, memory_order_seq_cst))
+			;
+		gice_futex_wait(&s->done_seq, seen, GICE_MIN(deadline - now, SYNC_NAP_NS));
 	}
 	atomic_fetch_sub_explicit(&s->sync_waiters, 1, memory_order_relaxed);
 	return rc;

@@ -43,7 +43,8 @@ struct tm_doorbell {
 	_Atomic uint32_t seq;      /* futex word, bumped by every ring */
 	_Atomic uint32_t sleeping; /* threads of the CT inside tm_doorbell_sleep (0 or 1 normally) */
 	_Atomic uint32_t awake;    /* threads that will look for the CT's work unasked (tm_doorbell_kick) */
-	uint8_t pad[52];
+	_Atomic uint32_t polling;  /* the sleeper waits in poll() (tm_doorbell_sleep_fd), not on seq */
+	uint8_t pad[48];
 };
 _Static_assert(sizeof(struct tm_doorbell) == GICE_CACHELINE, "doorbell is one cache line");
 
@@ -88,6 +89,9 @@ struct tm_region {
 	 * it by the CT that validates an arriving signal (tm_counter_allocated): atomic words. */
 	_Atomic uint64_t *alloc_bits;
 	uint32_t n_alloc;     /* ids in use, reserved ones included */
+	/* eventfd + 1 (0: none) a CT of this process sleeping in poll() is rung through; created by
+	 * its first tm_doorbell_sleep_fd. Rings from other processes cannot reach it. */
+	_Atomic int efd1[TM_MAX_CTS];
 };
 
 static inline struct tm_queue_hdr *queue_hdr(const tm_region_t *r, uint32_t ct)

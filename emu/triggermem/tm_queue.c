@@ -9,8 +9,12 @@
  */
 #include "emu/triggermem/tm_internal.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 static inline struct tm_doorbell *bell(const tm_region_t *r, uint32_t ct)
 {
@@ -38,8 +42,18 @@ void tm_doorbell_ring(tm_region_t *r, uint32_t ct)
 	/* seq_cst RMW then seq_cst load: ordered against the sleeper's sleeping store / seq load
 	 * (see the protocol at the top), and releases everything written before the ring. */
 	atomic_fetch_add_explicit(&db->seq, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&db->sleeping, memory_order_seq_cst))
+	if (!atomic_load_explicit(&db->sleeping, memory_order_seq_cst))
+		return;
+	if (!atomic_load_explicit(&db->polling, memory_order_seq_cst)) {
 		gice_futex_wake(&db->seq, INT_MAX);
+		return;
+	}
+	int e1 = atomic_load_explicit(&r->efd1[ct], memory_order_acquire);
+	if (e1) { /* asleep in poll() in this process; from another it wakes at its timeout */
+		uint64_t one = 1;
+		if (write(e1 - 1, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			gice_warn("tm", "doorbell eventfd write: %s", strerror(errno));
+	}
 }
 
 uint32_t tm_doorbell_seq(const tm_region_t *r, uint32_t ct)
@@ -72,6 +86,39 @@ int tm_doorbell_sleep(tm_region_t *r, uint32_t ct, uint32_t seen_seq, uint64_t t
 	if (atomic_load_explicit(&db->seq, memory_order_seq_cst) == seen_seq)
 		rc = gice_futex_wait(&db->seq, seen_seq, timeout_ns);
 	atomic_fetch_sub_explicit(&db->sleeping, 1, memory_order_relaxed);
+	return rc;
+}
+
+int tm_doorbell_sleep_fd(tm_region_t *r, uint32_t ct, uint32_t seen_seq, int fd, uint64_t timeout_ns)
+{
+	struct tm_doorbell *db = bell(r, ct);
+	int e1 = atomic_load_explicit(&r->efd1[ct], memory_order_acquire);
+	int rc = GICE_OK;
+
+	if (!e1) { /* the CT's own thread, once */
+		int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (efd < 0)
+			return tm_doorbell_sleep(r, ct, seen_seq, timeout_ns);
+		e1 = efd + 1;
+		atomic_store_explicit(&r->efd1[ct], e1, memory_order_release);
+	}
+	atomic_fetch_add_explicit(&db->polling, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&db->sleeping, 1, memory_order_seq_cst);
+	atomic_thread_fence(memory_order_seq_cst); /* as tm_doorbell_sleep */
+	if (atomic_load_explicit(&db->seq, memory_order_seq_cst) == seen_seq) {
+		struct pollfd p[2] = {{.fd = e1 - 1, .events = POLLIN}, {.fd = fd, .events = POLLIN}};
+		int ms = timeout_ns == UINT64_MAX ? -1 : (int)GICE_MIN((timeout_ns + 999999) / 1000000, (uint64_t)INT_MAX);
+		int n = poll(p, 2, ms);
+		if (n == 0)
+			rc = GICE_ERR_TIMED_OUT;
+		if (n > 0 && (p[0].revents & POLLIN)) {
+			uint64_t v;
+			if (read(e1 - 1, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				gice_warn("tm", "doorbell eventfd read: %s", strerror(errno));
+		}
+	}
+	atomic_fetch_sub_explicit(&db->sleeping, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&db->polling, 1, memory_order_relaxed);
 	return rc;
 }
 

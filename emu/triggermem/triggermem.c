@@ -344,6 +344,9 @@ void tm_region_destroy(tm_region_t *r)
 	if (!r)
 		return;
 	pthread_mutex_destroy(&r->lock);
+	for (uint32_t ct = 0; ct < TM_MAX_CTS; ct++)
+		if (r->efd1[ct])
+			close(r->efd1[ct] - 1);
 	munmap(r->base, r->size);
 	close(r->fd);
 	free((void *)r->alloc_bits);

@@ -140,6 +140,10 @@ void tm_dirty_mark(tm_region_t *r, uint32_t ct, uint32_t id);
 void tm_doorbell_ring(tm_region_t *r, uint32_t ct);
 uint32_t tm_doorbell_seq(const tm_region_t *r, uint32_t ct);
 int tm_doorbell_sleep(tm_region_t *r, uint32_t ct, uint32_t seen_seq, uint64_t timeout_ns);
+/* The same, asleep in poll() on fd (a fabric's wait fd: a packet arriving wakes it) and on an
+ * eventfd that rings from this process write; a ring from another process reaches it only at
+ * the timeout (millisecond resolution). For the CT that sleeps for its device's link. */
+int tm_doorbell_sleep_fd(tm_region_t *r, uint32_t ct, uint32_t seen_seq, int fd, uint64_t timeout_ns);
 /* Work that needs no ring while someone is awake to find it (packets arriving for a device: its
  * link is polled by whoever is awake). awake: delta (+1/-1) threads of this process or another
  * that look for the CT's work without being rung; one that goes to sleep subtracts itself, then
