@@ -23,6 +23,15 @@ if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 --ne
 	fail=1
 fi
 
+echo "== an idle device wakes when a packet arrives (CT 0 sleeps on the fabric's wait fd)"
+# idle, CT 0 would look at the fabric only every GICE_CT_POLL_US (10 s here) or at the
+# watchdog's passes: a put after an idle gap must complete at once (test_multiproc idle-rank)
+if ! GICE_FI_PROVIDER=tcp GICE_CT_POLL_US=10000000 GICE_CT_SPIN_US=0 \
+	timeout "$(scaled 60)" "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 "$build/tests/test_multiproc" idle-rank; then
+	echo "FAIL: an idle device did not wake for arriving packets (GICE_CT_POLL_US=10000000)"
+	fail=1
+fi
+
 echo "== 4 ranks on 4 hosts: training-step ring"
 out=$(GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/bin/gice-demo" 2>&1)
 rc=$?

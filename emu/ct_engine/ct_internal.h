@@ -180,7 +180,8 @@ struct ct_engine {
 
 	/* link: everything below is touched only by the holder of link_lock */
 	_Atomic int link_lock;
-	_Atomic int link_pending; /* a CT handed the link new messages: the holder comes round again */
+	_Atomic int link_pending; /* a thread wanted a pass while the link was held (it handed over
+				     messages, or meant to look): the holder comes round again */
 	uint32_t kick[16];        /* peers sent to in this pass whose CT 0 may sleep (same host) */
 	uint32_t n_kick;
 	ct_peer_t *peers;
@@ -243,16 +244,14 @@ static inline void ct_link_lock(struct ct_engine *e)
 		sched_yield();
 }
 
-/* Release by a holder that did not poll (set-up, watchdog): packets that arrived meanwhile, or
- * messages handed over, must not wait for a sleeping CT 0 (whoever gave up on the lock counted
- * on the holder). */
+/* Release by a holder that did not poll (set-up, watchdog): a thread that wanted a pass
+ * meanwhile (link_pending: it handed over messages, or was about to look for packets before
+ * sleeping) counted on the holder: ring CT 0 to make it. */
 static inline void ct_link_unlock(struct ct_engine *e)
 {
 	atomic_store_explicit(&e->link_lock, 0, memory_order_seq_cst);
 	if (atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
 		tm_doorbell_ring(e->attr.tm, 0);
-	else
-		tm_doorbell_kick(e->attr.tm, 0);
 }
 
 /* a before b in packet sequence order (psns wrap) */

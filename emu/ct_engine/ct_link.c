@@ -121,8 +121,11 @@ static int progress(ct_engine_t *e, int look)
 	int work = 0;
 
 	for (;;) {
+		/* ask first, then try (seq_cst): a holder that releases after our failed try sees the
+		 * request and makes the pass we could not (a poller) or rings CT 0 (ct_link_unlock) */
+		atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
 		if (!ct_link_trylock(e))
-			return work; /* the holder comes round for what we handed over (link_pending) */
+			return work;
 		atomic_store_explicit(&e->link_pending, 0, memory_order_relaxed);
 		work += link_pass(e, look);
 		/* release, then look (seq_cst, pairs with the hand-over: ct_exec_req) */
@@ -141,10 +144,16 @@ void ct_link_sleep(ct_engine_t *e, uint32_t seq, uint64_t timeout_ns)
 
 	/* with nothing in flight, sleep on the fabric's wait fd too (tcp): a packet wakes us at
 	 * once; fi_trywait first (under the lock: one thread in the provider at a time) */
-	if (fd < 0 || ct_link_busy(e) || !ct_link_trylock(e)) {
+	if (fd < 0 || ct_link_busy(e)) {
 		tm_doorbell_sleep(e->attr.tm, 0, seq, timeout_ns);
 		return;
 	}
+	atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
+	if (!ct_link_trylock(e)) { /* its holder makes a pass, or rings us (ct_link_unlock) */
+		tm_doorbell_sleep(e->attr.tm, 0, seq, timeout_ns);
+		return;
+	}
+	atomic_store_explicit(&e->link_pending, 0, memory_order_relaxed);
 	int rc = fab_trywait(e->attr.ep);
 	atomic_store_explicit(&e->link_lock, 0, memory_order_seq_cst);
 	if (rc != GICE_OK || atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
