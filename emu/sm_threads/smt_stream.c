@@ -367,7 +367,7 @@ static int stream_progressed(smt_stream_t *s, uint64_t *seen, uint64_t since)
 	return moved || tm_progress_ns(s->d->tm) > since || tm_waiting(s->d->tm) > 0;
 }
 
-#define SYNC_NAP_NS 20000000ull
+#define SYNC_NAP_NS 100000000ull
 
 /* Wait until tail reaches target, at most timeout_ns (idle: timeout_ns without progress).
  * The device's abort ends it with the abort status. */
