@@ -89,8 +89,10 @@ static int ring_rank(int rank, int size)
 	FAILIF(gice_counter_wait(d, c, GICE_CMP_GE, 500, 20000, NULL), "atomic completions");
 	FAILIF(gice_barrier(), "barrier");
 	if (rank == 0) {
-		uint64_t sum;
-		memcpy(&sum, buf + 2 * MIB - 64, 8);
+		/* an atomic load: the word is written by the CT's atomics; what orders those before
+		 * this read (the responses, the barrier) passes through other processes, which TSan
+		 * cannot see */
+		uint64_t sum = __atomic_load_n((uint64_t *)(void *)(buf + 2 * MIB - 64), __ATOMIC_ACQUIRE);
 		FAILIF(sum != 500u * (uint64_t)size, "atomic sum %llu, expected %u", (unsigned long long)sum, 500 * size);
 	}
 	FAILIF(gice_barrier(), "final barrier");
