@@ -50,6 +50,37 @@ void header(void);
 void row(const char *bench, const char *transport, int ranks, size_t bytes, long iters, double p50, double p99,
 	 double mbps, double busbw);
 
+/* ---------------------------------------------------------------- pairs of devices (bench_pair.c)
+ * The two devices of put, stress and rate: both in this process when it runs alone (one rank),
+ * else one per rank, ranks paired 0<->1, 2<->3, ... (an odd last rank sits out: active 0).
+ * Side 0 is the first of the pair (the even rank), side 1 the second; role is this rank's. */
+struct bench_side {
+	int local;         /* this process has the device and runs its kernels */
+	gice_device_t *d;  /* local sides only */
+	gice_stream_t *s;
+	uint32_t gid;      /* global device id (the partner's too, when active) */
+	gice_conn_t c;     /* to the other side, after bench_pair_connect */
+};
+
+struct bench_pair {
+	uint32_t world, rank, role, partner, pairs;
+	int active;
+	struct bench_side sd[2];
+};
+
+/* Open the local side(s) with attr, a stream each (collective across ranks). */
+void bench_pair_open(struct bench_pair *p, const gice_device_attr_t *attr);
+/* Open each local side's connection to the other side. */
+void bench_pair_connect(struct bench_pair *p);
+/* pub holds two entries of len bytes, one per side, the local ones filled: fill the partner's
+ * from its rank (an allgather: every rank calls it, active or not). */
+void bench_pair_exchange(struct bench_pair *p, void *pub, size_t len);
+void bench_pair_close(struct bench_pair *p);
+/* Counter c of local side s must read exactly want with no failure recorded: 0, else a
+ * "BENCH: device N: FAILED: WHAT (counter C) reads ..." line on stderr and 1. */
+int bench_counter_exact(const char *bench, const struct bench_side *s, gice_counter_t c, uint64_t want,
+			const char *what);
+
 /* The sub-commands. */
 int bench_trigger(void);
 int bench_put(void);

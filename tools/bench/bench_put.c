@@ -106,19 +106,9 @@ static long default_iters(size_t bytes)
 	return bytes <= 64 ? 20000 : bytes <= 4096 ? 10000 : bytes <= 65536 ? 2000 : 200;
 }
 
-/* One side of a ping-pong pair: local (this process runs its kernel) or remote (another rank). */
-struct side {
-	int local;
-	gice_device_t *d;
-	gice_stream_t *s;
-	uint8_t *src, *dst;
-	gice_conn_t c;
-	uint64_t key;        /* of dst: the peer writes there */
-	gice_counter_t sig;  /* the peer signals it */
-};
-
-struct pub { /* what a rank publishes for its partner (multi-rank) */
-	uint64_t key;
+/* What each side publishes for the other: where the other writes, the counter it signals. */
+struct pub {
+	uint64_t key;        /* of dst */
 	uint32_t sig, pad;
 };
 
@@ -127,19 +117,14 @@ struct pub { /* what a rank publishes for its partner (multi-rank) */
 int bench_put(void)
 {
 	gice_device_attr_t attr = {.provider = opt.provider};
-	uint32_t world = gice_world_size(), rank = gice_rank();
-	uint32_t role = world == 1 ? 0 : rank & 1, partner = rank ^ 1;
-	int active = world == 1 || partner < world;
-	uint32_t pairs = world == 1 ? 1 : world / 2;
-	struct side sd[2] = {{.local = 1}, {.local = world == 1}};
-	struct pub *all = calloc(world, sizeof(*all));
+	struct bench_pair p;
+	struct bench_side *sd = p.sd;
+	struct pub pub[2];
+	uint8_t *src[2] = {NULL, NULL}, *dst[2] = {NULL, NULL};
 	size_t maxb = 0;
 	int failed = 0;
 
-	if (world > 1) {
-		sd[0].local = role == 0;
-		sd[1].local = role == 1;
-	}
+	memset(pub, 0, sizeof(pub));
 	for (int i = 0; i < opt.nsizes; i++)
 		if (opt.sizes[i] > maxb)
 			maxb = opt.sizes[i];
@@ -147,26 +132,22 @@ int bench_put(void)
 		maxb = 1;
 	if (!attr.hbm_bytes && maxb * 2 + (1 << 20) > (64u << 20))
 		attr.hbm_bytes = maxb * 2 + (16u << 20);
+	bench_pair_open(&p, &attr);
+	uint32_t world = p.world, role = p.role;
+	int active = p.active;
 	for (int i = 0; i < 2; i++) {
-		void *p;
+		void *m;
 		uint64_t k;
 		if (!sd[i].local)
 			continue;
-		CHECK(gice_device_open(&attr, &sd[i].d)); /* collective across ranks */
-		CHECK(gice_stream_create(sd[i].d, &sd[i].s));
-		CHECK(gice_mem_alloc(sd[i].d, maxb, &p));
-		sd[i].src = p;
-		CHECK(gice_mem_alloc(sd[i].d, maxb, &p));
-		sd[i].dst = p;
-		CHECK(gice_mem_register(sd[i].d, sd[i].src, maxb, &k));
-		CHECK(gice_mem_register(sd[i].d, sd[i].dst, maxb, &sd[i].key));
+		CHECK(gice_mem_alloc(sd[i].d, maxb, &m));
+		src[i] = m;
+		CHECK(gice_mem_alloc(sd[i].d, maxb, &m));
+		dst[i] = m;
+		CHECK(gice_mem_register(sd[i].d, src[i], maxb, &k));
+		CHECK(gice_mem_register(sd[i].d, dst[i], maxb, &pub[i].key));
 	}
-	for (int i = 0; i < 2; i++) {
-		if (!sd[i].local || !active)
-			continue;
-		uint32_t peer = world == 1 ? gice_device_id(sd[1 - i].d) : gice_device_id_of(partner, 0);
-		CHECK(gice_conn_open(sd[i].d, peer, NULL, &sd[i].c));
-	}
+	bench_pair_connect(&p);
 	const char *transport = gice_device_provider(sd[role].d);
 
 	for (int si = 0; si < opt.nsizes; si++) {
@@ -179,21 +160,14 @@ int bench_put(void)
 
 		for (int i = 0; i < 2; i++)
 			if (sd[i].local)
-				CHECK(gice_counter_alloc(sd[i].d, &sd[i].sig));
-		if (world > 1) {
-			struct pub me = {.key = sd[role].key, .sig = sd[role].sig};
-			CHECK(gice_allgather(&me, sizeof(me), all));
-			if (active) {
-				sd[1 - role].key = all[partner].key;
-				sd[1 - role].sig = all[partner].sig;
-			}
-		}
+				CHECK(gice_counter_alloc(sd[i].d, &pub[i].sig));
+		bench_pair_exchange(&p, pub, sizeof(pub[0]));
 		for (int i = 0; i < 2 && active; i++) {
 			if (!sd[i].local)
 				continue;
 			a[i] = (struct pp_args){.initiator = i == 0, .check = opt.check, .c = sd[i].c,
-						.rkey = sd[1 - i].key, .my_sig = sd[i].sig, .peer_sig = sd[1 - i].sig,
-						.src = sd[i].src, .dst = sd[i].dst, .bytes = bytes, .iters = iters,
+						.rkey = pub[1 - i].key, .my_sig = pub[i].sig, .peer_sig = pub[1 - i].sig,
+						.src = src[i], .dst = dst[i], .bytes = bytes, .iters = iters,
 						.warm = warm, .rtt = i == 0 ? rtt : NULL, .t_start = &t_start[i],
 						.t_end = &t_end[i], .bad_offset = &bad,
 						.expect = opt.check ? malloc(bytes ? bytes : 1) : NULL};
@@ -204,9 +178,9 @@ int bench_put(void)
 		for (int i = 0; i < 2 && active; i++)
 			if (sd[i].local)
 				CHECK(gice_stream_sync(sd[i].s, 0));
-		if (active && gice_counter_read(sd[role].d, sd[role].sig) != (uint64_t)(iters + warm)) {
+		if (active && gice_counter_read(sd[role].d, pub[role].sig) != (uint64_t)(iters + warm)) {
 			fprintf(stderr, "gice-bench put: %zu bytes: ping-pong stopped after %llu of %ld round trips\n",
-				bytes, (unsigned long long)gice_counter_read(sd[role].d, sd[role].sig), iters + warm);
+				bytes, (unsigned long long)gice_counter_read(sd[role].d, pub[role].sig), iters + warm);
 			return 1;
 		}
 		if (opt.check && atomic_load(&bad) >= 0) {
@@ -219,7 +193,7 @@ int bench_put(void)
 			for (long i = 0; i < iters; i++)
 				rtt[i] /= 2; /* one-way */
 			row("put", transport, (int)world, bytes, iters, pct(rtt, iters, 0.5), pct(rtt, iters, 0.99),
-			    (double)bytes / one_way_us, (double)bytes / one_way_us * pairs);
+			    (double)bytes / one_way_us, (double)bytes / one_way_us * p.pairs);
 			if (opt.stages)
 				print_stages(sd[0].d, bytes);
 		}
@@ -230,15 +204,9 @@ int bench_put(void)
 			CHECK(gice_barrier()); /* every pair done before counters are recycled */
 		for (int i = 0; i < 2; i++)
 			if (sd[i].local)
-				CHECK(gice_counter_free(sd[i].d, sd[i].sig));
+				CHECK(gice_counter_free(sd[i].d, pub[i].sig));
 		free(rtt);
 	}
-	for (int i = 0; i < 2; i++) {
-		if (!sd[i].local)
-			continue;
-		CHECK(gice_stream_destroy(sd[i].s));
-		CHECK(gice_device_close(sd[i].d));
-	}
-	free(all);
+	bench_pair_close(&p);
 	return failed;
 }
