@@ -45,6 +45,12 @@ void die(const char *what, int rc) __attribute__((noreturn));
 			die(#call, rc_);      \
 	} while (0)
 
+/* Payload contents: n bytes that depend on seed (xorshift), for checking what arrived. */
+void bench_pattern(uint8_t *p, size_t n, uint64_t seed);
+/* Timed iterations for a message size: --iters, else 20000 up to 64 B, 10000 up to 4 KiB,
+ * 2000 up to 64 KiB, 200 above. */
+long bench_default_iters(size_t bytes);
+
 /* The column names, then one row per result, aligned or CSV (--csv). */
 void header(void);
 void row(const char *bench, const char *transport, int ranks, size_t bytes, long iters, double p50, double p99,

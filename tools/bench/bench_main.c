@@ -47,6 +47,25 @@ void die(const char *what, int rc)
 	exit(1);
 }
 
+void bench_pattern(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		memcpy(p + i, &x, 8);
+	}
+	for (; i < n; i++)
+		p[i] = (uint8_t)(seed + i);
+}
+
+long bench_default_iters(size_t bytes)
+{
+	if (opt.iters)
+		return opt.iters;
+	return bytes <= 64 ? 20000 : bytes <= 4096 ? 10000 : bytes <= 65536 ? 2000 : 200;
+}
+
 void header(void)
 {
 	if (opt.csv)

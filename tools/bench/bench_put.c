@@ -20,21 +20,9 @@ struct pp_args {
 	uint8_t *expect;          /* --check: scratch of bytes, the expected payload */
 };
 
-static void pattern(uint8_t *p, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		memcpy(p + i, &x, 8);
-	}
-	for (; i < n; i++)
-		p[i] = (uint8_t)(seed + i);
-}
-
 static void verify(struct pp_args *a, uint64_t seed)
 {
-	pattern(a->expect, a->bytes, seed);
+	bench_pattern(a->expect, a->bytes, seed);
 	if (memcmp(a->expect, a->dst, a->bytes)) {
 		for (size_t i = 0; i < a->bytes; i++)
 			if (a->expect[i] != a->dst[i]) {
@@ -56,7 +44,7 @@ static void pp_kernel(gice_kctx_t *k, void *a_)
 			*a->t_start = t0;
 		if (a->initiator) {
 			if (a->check)
-				pattern(a->src, a->bytes, (uint64_t)i * 2);
+				bench_pattern(a->src, a->bytes, (uint64_t)i * 2);
 			gice_put_signal(k, a->c, a->rkey, 0, a->src, a->bytes, a->peer_sig, 1, GICE_SIGNAL_ADD,
 					GICE_NO_COUNTER);
 			if (gice_wait_until(k, a->my_sig, GICE_CMP_GE, (uint64_t)i + 1, 0, NULL))
@@ -68,7 +56,7 @@ static void pp_kernel(gice_kctx_t *k, void *a_)
 				return;
 			if (a->check) {
 				verify(a, (uint64_t)i * 2);
-				pattern(a->src, a->bytes, (uint64_t)i * 2 + 1);
+				bench_pattern(a->src, a->bytes, (uint64_t)i * 2 + 1);
 			}
 			gice_put_signal(k, a->c, a->rkey, 0, a->src, a->bytes, a->peer_sig, 1, GICE_SIGNAL_ADD,
 					GICE_NO_COUNTER);
@@ -97,13 +85,6 @@ static void print_stages(gice_device_t *d, size_t bytes)
 	fprintf(stderr, "# %zu B stages (median of last %u, us): issue->CT pickup %.3f, pickup->first packet %.3f, "
 			"first packet->ack %.3f\n",
 		bytes, n, pct(pick, n, 0.5), pct(wire, n, 0.5), pct(done, n, 0.5));
-}
-
-static long default_iters(size_t bytes)
-{
-	if (opt.iters)
-		return opt.iters;
-	return bytes <= 64 ? 20000 : bytes <= 4096 ? 10000 : bytes <= 65536 ? 2000 : 200;
 }
 
 /* What each side publishes for the other: where the other writes, the counter it signals. */
@@ -152,7 +133,7 @@ int bench_put(void)
 
 	for (int si = 0; si < opt.nsizes; si++) {
 		size_t bytes = opt.sizes[si];
-		long iters = default_iters(bytes), warm = iters / 10 + 1;
+		long iters = bench_default_iters(bytes), warm = iters / 10 + 1;
 		uint64_t *rtt = calloc((size_t)iters, sizeof(*rtt));
 		uint64_t t_start[2] = {0}, t_end[2] = {0};
 		_Atomic long bad = -1;
