@@ -18,7 +18,7 @@ struct bench_opt {
 	size_t sizes[32];
 	int nsizes;
 	size_t bytes, chunk; /* stress: exchange size and its pieces (0: one put) */
-	uint32_t window;     /* stress: puts (and chunks) in flight */
+	uint32_t window;     /* stress, rate: puts (and chunks) in flight */
 	uint64_t seed;       /* stress: sizes and contents */
 	uint64_t timeout_ms; /* stress: every wait */
 	uint32_t blocks[32]; /* launch: grid sizes */
@@ -94,5 +94,6 @@ int bench_idle(void);
 int bench_memcpy(void);
 int bench_launch(void);
 int bench_stress(void);
+int bench_rate(void);
 
 #endif

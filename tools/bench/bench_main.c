@@ -12,6 +12,8 @@
  *                            device talks through its endpoint): one-way latency = half the
  *                            round trip, MB/s = bytes / one-way time (the fi_pingpong
  *                            convention, so the two compare directly).
+ *   bench_rate.c    rate     windows of put_signals one way between two devices, an ack per
+ *                            window (osu_mbw_mr): messages/s and MB/s per size.
  *   bench_stress.c  stress   a checked workload for reliability testing: windows of puts of
  *   (stress_kernels.c)       pseudo-random sizes from device A into a ring at device B, then a
  *                            large exchange both ways at once; every byte and every signal count
@@ -92,6 +94,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: gice-bench trigger|put|idle|memcpy [--csv] [--sizes 8,4096,...] [--iters N] [--provider NAME] "
 		   "[--check] [--stages]\n"
 		   "       gice-bench launch [--csv] [--iters N] [--blocks 1,4,...] [--provider NAME]\n"
+		   "       gice-bench rate [--csv] [--sizes 8,4096,...] [--window N] [--iters N] [--provider NAME]\n"
 		   "       gice-bench stress [--csv] [--iters N] [--bytes B] [--chunk B] [--window N] [--seed S] "
 		   "[--timeout-ms MS] [--provider NAME]\n");
 }
@@ -128,7 +131,7 @@ int main(int argc, char **argv)
 					   {"chunk", required_argument, 0, 'C'}, {"window", required_argument, 0, 'w'},
 					   {"seed", required_argument, 0, 'e'}, {"timeout-ms", required_argument, 0, 't'},
 					   {"blocks", required_argument, 0, 'B'}, {0, 0, 0, 0}};
-	const char *sizes = "8,4096,65536,1048576", *blocks = "1,4";
+	const char *sizes = NULL, *blocks = "1,4";
 	uint64_t v;
 	int ch, rc;
 
@@ -178,6 +181,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gice-bench: bad --iters %ld\n", opt.iters);
 		return 2;
 	}
+	if (!sizes)
+		sizes = strcmp(argv[optind], "rate") ? "8,4096,65536,1048576" : "8,4096";
 	char buf[256];
 	snprintf(buf, sizeof(buf), "%s", sizes);
 	for (char *save, *t = strtok_r(buf, ",", &save); t && opt.nsizes < 32; t = strtok_r(NULL, ",", &save)) {
@@ -215,6 +220,8 @@ int main(int argc, char **argv)
 		rc = bench_stress();
 	else if (!strcmp(argv[optind], "launch"))
 		rc = bench_launch();
+	else if (!strcmp(argv[optind], "rate"))
+		rc = bench_rate();
 	else {
 		usage(stderr);
 		rc = 2;
