@@ -2,3 +2,13 @@ TOOLS += gice-bench
 TOOLS += gice-info
 TOOLS += gice-demo
 TOOLS += gicerun
+
+# gice-bench is several files (tools/bench/): this rule wins over the one-object pattern rule.
+# Prerequisites expand as this file is read, before the Makefile sets LIBA: name the archive.
+GICE_BENCH_SRCS := $(wildcard tools/bench/*.c)
+GICE_BENCH_OBJS := $(GICE_BENCH_SRCS:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/bin/gice-bench: $(GICE_BENCH_OBJS) $(BUILD)/lib/libgice.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(GICE_BENCH_OBJS) $(BUILD)/lib/libgice.a $(LDLIBS)
+-include $(GICE_BENCH_OBJS:.o=.d)

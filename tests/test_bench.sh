@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Description: every gice-bench sub-command runs, briefly, and prints what docs/gice-bench.md
+# says: the CSV header, then rows of the 9 columns (bench, transport, ranks, bytes, iters and
+# four numbers), one per size or grid; rate also its '# rate S B window W: N msgs/s' line after
+# each row, in one process and on 2 ranks under gicerun (GICE_PLANE=net); idle and stress their
+# comment lines; a usage error exits 2. The figures themselves are not judged here.
+set -u
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+. tests/time_scale.sh
+bench=$build/bin/gice-bench
+header='bench,transport,ranks,bytes,iters,p50_us,p99_us,MBps,busbw_MBps'
+fail=0
+
+# run NAME CMD...: sets out (ranks' prefixes removed) and rc
+run() {
+	local name=$1
+	shift
+	out=$(timeout "$(scaled 120)" "$@" 2>&1)
+	rc=$?
+	out=$(echo "$out" | sed 's/^\[[0-9]*\] //')
+	echo "== $name (rc $rc)"
+	echo "$out" | head -20
+}
+
+# rows BENCH "BYTES,ITERS ..." [RANKS]: out has the header and exactly these rows of BENCH, each
+# of 9 fields with RANKS (default 1) and numbers in the last 4
+rows() {
+	local b=$1 want=$2 ranks=${3:-1} got
+	got=$(echo "$out" | awk -F, -v b="$b" -v r="$ranks" '$1 == b && NF == 9 && $3 == r &&
+		$6 ~ /^[0-9.]+$/ && $7 ~ /^[0-9.]+$/ && $8 ~ /^[0-9.]+$/ && $9 ~ /^[0-9.]+$/ { print $4 "," $5 }' | xargs)
+	if [ "$rc" != 0 ] || [ "$(echo "$out" | grep -c "^$header\$")" != 1 ] || [ "$got" != "$want" ] ||
+		[ "$(echo "$out" | grep -c "^$b,")" != "$(echo "$want" | wc -w)" ]; then
+		echo "FAIL: $b: rc $rc, rows (bytes,iters) '$got', expected '$want' after one header"
+		fail=1
+	fi
+}
+
+# has PATTERN COUNT: out has COUNT lines matching the extended regex PATTERN
+has() {
+	if [ "$(echo "$out" | grep -cE "$1")" != "$2" ]; then
+		echo "FAIL: expected $2 line(s) matching '$1'"
+		fail=1
+	fi
+}
+
+run "trigger" "$bench" trigger --csv --iters 200
+rows trigger "8,180"
+run "put" "$bench" put --csv --iters 100 --sizes 8,4k --check
+rows put "8,100 4096,100"
+run "launch" "$bench" launch --csv --iters 100 --blocks 1,2
+rows launch "0,100 0,100"
+run "memcpy" "$bench" memcpy --csv --iters 3 --sizes 8,64k
+rows memcpy "8,3 65536,3"
+
+run "rate, one process" "$bench" rate --csv --iters 640
+rows rate "8,640 4096,640"
+has '^# rate (8|4096) B window 64: [0-9]+ msgs/s$' 2
+run "rate, 2 ranks" env GICE_PLANE=net "$build/bin/gicerun" -n 2 "$bench" rate --csv --sizes 1,64k --window 16 --iters 100
+rows rate "1,112 65536,112" 2
+has '^# rate (1|65536) B window 16: [0-9]+ msgs/s$' 2
+
+run "idle" "$bench" idle --csv
+has '^idle,[^,]+,1,0,1,0,0,0,0$' 1
+has '^# idle device: [0-9.]+% of a core$' 1
+run "stress" "$bench" stress --csv --iters 100 --bytes 256k --chunk 64k
+rows stress "859155,100 859155,100"
+has '^# stress: device [01]: 100 puts \+ 262144 B both ways intact' 2
+
+run "usage error" "$bench" rate --window 0
+[ "$rc" = 2 ] || { echo "FAIL: rate --window 0 exits $rc, expected 2"; fail=1; }
+run "unknown command" "$bench" nosuch
+[ "$rc" = 2 ] || { echo "FAIL: nosuch exits $rc, expected 2"; fail=1; }
+
+[ $fail = 0 ] && echo "bench: all passed"
+exit $fail

@@ -1,0 +1,99 @@
+/* bench.h: what the benchmarks of gice-bench share — the parsed options, the clock, the
+ * percentiles, the error exit and the output rows. bench_main.c parses the command line and
+ * calls one bench_<name>() per sub-command; each returns the process's exit status (0, 1). */
+#ifndef GICE_BENCH_H
+#define GICE_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "api/gice.h"
+
+struct bench_opt {
+	int csv, check, stages;
+	const char *provider;
+	long iters;
+	int iters_set;       /* --iters given (stress: 0 skips the puts) */
+	size_t sizes[32];
+	int nsizes;
+	size_t bytes, chunk; /* stress: exchange size and its pieces (0: one put) */
+	uint32_t window;     /* stress, rate: puts (and chunks) in flight */
+	uint64_t seed;       /* stress: sizes and contents */
+	uint64_t timeout_ms; /* stress: every wait */
+	uint32_t blocks[32]; /* launch: grid sizes */
+	int nblocks;
+};
+extern struct bench_opt opt;
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The p-quantile (0..1) of n samples in ns, in us; sorts v. */
+double pct(uint64_t *v, long n, double p);
+
+/* Print "gice-bench: what: STATUS (text)" on stderr and exit 1. */
+void die(const char *what, int rc) __attribute__((noreturn));
+#define CHECK(call)                           \
+	do {                                  \
+		int rc_ = (call);             \
+		if (rc_)                      \
+			die(#call, rc_);      \
+	} while (0)
+
+/* Payload contents: n bytes that depend on seed (xorshift), for checking what arrived. */
+void bench_pattern(uint8_t *p, size_t n, uint64_t seed);
+/* Timed iterations for a message size: --iters, else 20000 up to 64 B, 10000 up to 4 KiB,
+ * 2000 up to 64 KiB, 200 above. */
+long bench_default_iters(size_t bytes);
+
+/* The column names, then one row per result, aligned or CSV (--csv). */
+void header(void);
+void row(const char *bench, const char *transport, int ranks, size_t bytes, long iters, double p50, double p99,
+	 double mbps, double busbw);
+
+/* ---------------------------------------------------------------- pairs of devices (bench_pair.c)
+ * The two devices of put, stress and rate: both in this process when it runs alone (one rank),
+ * else one per rank, ranks paired 0<->1, 2<->3, ... (an odd last rank sits out: active 0).
+ * Side 0 is the first of the pair (the even rank), side 1 the second; role is this rank's. */
+struct bench_side {
+	int local;         /* this process has the device and runs its kernels */
+	gice_device_t *d;  /* local sides only */
+	gice_stream_t *s;
+	uint32_t gid;      /* global device id (the partner's too, when active) */
+	gice_conn_t c;     /* to the other side, after bench_pair_connect */
+};
+
+struct bench_pair {
+	uint32_t world, rank, role, partner, pairs;
+	int active;
+	struct bench_side sd[2];
+};
+
+/* Open the local side(s) with attr, a stream each (collective across ranks). */
+void bench_pair_open(struct bench_pair *p, const gice_device_attr_t *attr);
+/* Open each local side's connection to the other side. */
+void bench_pair_connect(struct bench_pair *p);
+/* pub holds two entries of len bytes, one per side, the local ones filled: fill the partner's
+ * from its rank (an allgather: every rank calls it, active or not). */
+void bench_pair_exchange(struct bench_pair *p, void *pub, size_t len);
+void bench_pair_close(struct bench_pair *p);
+/* Counter c of local side s must read exactly want with no failure recorded: 0, else a
+ * "BENCH: device N: FAILED: WHAT (counter C) reads ..." line on stderr and 1. */
+int bench_counter_exact(const char *bench, const struct bench_side *s, gice_counter_t c, uint64_t want,
+			const char *what);
+
+/* The sub-commands. */
+int bench_trigger(void);
+int bench_put(void);
+int bench_idle(void);
+int bench_memcpy(void);
+int bench_launch(void);
+int bench_stress(void);
+int bench_rate(void);
+
+#endif
