@@ -24,6 +24,7 @@
 	X(nacks_sent,       ENGINE, _,          "NACKs sent: requests from peers refused (key, bounds, signal)")     \
 	X(acks_sent,        ENGINE, _,          "ACK packets sent")                                                  \
 	X(acks_piggybacked, ENGINE, _,          "ACKs that rode on a data or response packet instead of their own")  \
+	X(fab_sends,        ENGINE, _,          "fabric messages sent: packets to one peer leave bundled")           \
 	X(rx_bad,           ENGINE, _,          "packets dropped as malformed or out of place")                      \
 	X(rx_dup,           ENGINE, _,          "packets dropped as duplicates of ones already received")            \
 	X(rx_unknown_peer,  ENGINE, _,          "packets dropped: from a device this one is not connected to")       \

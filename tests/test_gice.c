@@ -398,8 +398,8 @@ END_TEST
 
 START_TEST(sizes_around_the_mtu_and_8mib_arrive_bit_exact)
 {
-	/* GICE_MTU (4096) is the packet size; a packet carries 4096 - 96 payload bytes */
-	const size_t mtu = 4096, pay = 4096 - 96;
+	/* GICE_MTU (16384) is the packet size; a packet carries 16384 - 96 payload bytes */
+	const size_t mtu = 16384, pay = 16384 - 96;
 	size_t sizes[] = {0, 1, pay - 1, pay, pay + 1, mtu - 1, mtu, mtu + 1, 8 * MIB};
 	gice_completion_t c = ctr(0);
 	gice_counter_t s = ctr(3);

@@ -41,6 +41,9 @@ void gice_log_write(int level, const char *subsys, const char *file, int line, c
 
 /* ---- time ---- */
 uint64_t gice_now_ns(void); /* CLOCK_MONOTONIC */
+/* CLOCK_MONOTONIC_COARSE: a few ns instead of ~20, a few ms behind at worst: for heartbeats,
+ * progress notes and timeouts, never for stage timestamps or round trips. */
+uint64_t gice_coarse_ns(void);
 /* The CPUs the calling thread may run on (its affinity mask; at least 1). */
 uint32_t gice_cpus_usable(void);
 

@@ -11,7 +11,9 @@
 
 const gice_param_t ct_params[] = {
 	{"GICE_CTS", "2", "CT engine threads per device", GICE_PARAM_U64, 1, TM_MAX_CTS},
-	{"GICE_MTU", "4096", "largest packet on the link in bytes, the 96-byte header included (connections may use less)",
+	{"GICE_MTU", "16384",
+	 "largest packet on the link in bytes, the 96-byte header included (connections may use less); small packets "
+	 "to one peer travel bundled in messages of this size",
 	 GICE_PARAM_SIZE, 256, CT_MAX_PAYLOAD},
 	{"GICE_CT_SPIN_US", "200", "microseconds a CT polls after its last work before it sleeps on its doorbell",
 	 GICE_PARAM_U64, 0, 10000000},
@@ -74,7 +76,7 @@ static int read_params(ct_engine_t *e)
 	e->mtu_max = (uint32_t)v[1];
 	if (e->attr.ep->max_packet && e->mtu_max > e->attr.ep->max_packet)
 		e->mtu_max = (uint32_t)e->attr.ep->max_packet; /* datagrams: 1472 bytes on udp */
-	e->spin_ns = v[2] * 1000;
+	e->spin_ns = e->spin_cfg_ns = v[2] * 1000;
 	int spin_set = 0;
 	gice_param_raw(&ct_params[2], &spin_set);
 	if (!spin_set && e->attr.machine_cts > gice_cpus_usable()) {
@@ -132,6 +134,7 @@ static void engine_free(ct_engine_t *e)
 	free(e->peers);
 	free(e->tiles);
 	free(e->msgs);
+	free(e->bundle);
 	pthread_mutex_destroy(&e->setup_lock);
 	free(e);
 }
@@ -172,7 +175,8 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 	e->peers = calloc(e->max_peers, sizeof(*e->peers));
 	e->conns = calloc(CT_MAX_CONNS, sizeof(*e->conns));
 	e->descs = calloc(e->max_descs, sizeof(*e->descs));
-	if (!e->msgs || !e->tiles || !e->peers || !e->conns || !e->descs)
+	e->bundle = malloc(e->mtu_max);
+	if (!e->msgs || !e->tiles || !e->peers || !e->conns || !e->descs || !e->bundle)
 		goto err_mem;
 	for (uint32_t q = 0; q < CT_QOS_CLASSES; q++) {
 		e->act_head[q] = e->act_tail[q] = CT_NIL;

@@ -196,7 +196,9 @@ typedef struct {
 int ct_engine_step(ct_engine_t *e);
 void ct_engine_submitted(ct_engine_t *e, uint32_t ct);
 void ct_engine_stepping(ct_engine_t *e, int on);
-/* How long a CT thread spins after its last work before it sleeps (GICE_CT_SPIN_US). */
+/* How long a CT spins after its last work before it sleeps (GICE_CT_SPIN_US): a kernel that
+ * steps while it waits spins as long, in the CT threads' place (they do not spin meanwhile, and
+ * not at all when they outnumber the CPUs). */
 uint64_t ct_engine_spin_ns(const ct_engine_t *e);
 
 /* Make device gid reachable. Re-adding the same gid is GICE_OK. */

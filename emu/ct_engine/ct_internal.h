@@ -161,6 +161,7 @@ struct ct_engine {
 	uint32_t n_counters, mtu_max, credits, ack_every, max_peers, max_descs;
 	uint32_t weights[CT_QOS_CLASSES];
 	uint64_t spin_ns, poll_ns, rndv_bytes;
+	uint64_t spin_cfg_ns; /* GICE_CT_SPIN_US (spin_ns: 0 when CT threads outnumber the CPUs) */
 	uint64_t rto_min_ns, rto_max_ns, timeout_ns, hb_ns;
 	_Atomic int reliable; /* retransmit on timeout / selective ack */
 	_Atomic int csum;     /* send and require CRC32C */
@@ -180,10 +181,16 @@ struct ct_engine {
 
 	/* link: everything below is touched only by the holder of link_lock */
 	_Atomic int link_lock;
+	_Atomic uint32_t link_turn; /* set-up calls or the watchdog wait for the link: steppers
+				       stand aside meanwhile */
 	_Atomic int link_pending; /* a thread wanted a pass while the link was held (it handed over
 				     messages, or meant to look): the holder comes round again */
 	uint32_t kick[16];        /* peers sent to in this pass whose CT 0 may sleep (same host) */
 	uint32_t n_kick;
+	/* packets to one peer waiting to leave together in one fabric message (ct_link_tx.c) */
+	uint8_t *bundle;
+	uint32_t bundle_len, bundle_gid;
+	uint8_t bundle_cork; /* its first packet found earlier ones to that peer unacknowledged */
 	ct_peer_t *peers;
 	uint32_t act_head[CT_QOS_CLASSES], act_tail[CT_QOS_CLASSES]; /* messages being sent */
 	uint32_t resp_head[CT_QOS_CLASSES], resp_tail[CT_QOS_CLASSES];
@@ -238,17 +245,35 @@ static inline int ct_link_trylock(struct ct_engine *e)
 	return !atomic_exchange_explicit(&e->link_lock, 1, memory_order_seq_cst);
 }
 
+/* A thread that is not a stepper (set-up, the watchdog) takes the link: it asks the steppers to
+ * stand aside (link_turn: they skip their passes, ct_link.c), then tries for up to wait_ns.
+ * Returns 1 holding the lock, 0 if the holder kept it that long. */
+static inline int ct_link_wait_turn(struct ct_engine *e, uint64_t wait_ns)
+{
+	uint64_t until = gice_now_ns() + wait_ns;
+	int got;
+
+	atomic_fetch_add_explicit(&e->link_turn, 1, memory_order_seq_cst);
+	while (!(got = ct_link_trylock(e)) && gice_now_ns() < until)
+		sched_yield();
+	atomic_fetch_sub_explicit(&e->link_turn, 1, memory_order_relaxed);
+	return got;
+}
+
 static inline void ct_link_lock(struct ct_engine *e)
 {
-	while (!ct_link_trylock(e))
-		sched_yield();
+	while (!ct_link_wait_turn(e, UINT64_MAX / 2))
+		;
 }
 
 /* Release by a holder that did not poll (set-up, watchdog): a thread that wanted a pass
  * meanwhile (link_pending: it handed over messages, or was about to look for packets before
  * sleeping) counted on the holder: ring CT 0 to make it. */
+int ct_bundle_flush(struct ct_engine *e);
+
 static inline void ct_link_unlock(struct ct_engine *e)
 {
+	ct_bundle_flush(e); /* what it sent leaves now */
 	atomic_store_explicit(&e->link_lock, 0, memory_order_seq_cst);
 	if (atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
 		tm_doorbell_ring(e->attr.tm, 0);
@@ -298,6 +323,8 @@ int ct_link_progress(struct ct_engine *e);
  * what arrived but leaves the ACKs of message ends owed to the next pass, so that a reply the
  * kernel sends next carries them. */
 int ct_link_look(struct ct_engine *e);
+/* A pass that only sends (no fabric poll): for a kernel that has just queued a request. */
+int ct_link_send(struct ct_engine *e);
 /* CT 0's sleep when it found no work (seq: its doorbell before it looked): on its doorbell, and
  * also on the fabric's wait fd when the provider has one and nothing is in flight. */
 void ct_link_sleep(struct ct_engine *e, uint32_t seq, uint64_t timeout_ns);
@@ -305,6 +332,8 @@ int ct_link_busy(struct ct_engine *e);
 void ct_complete_msg(struct ct_engine *e, uint32_t idx);
 /* ct_link_tx.c: the MPG and everything sent */
 int ct_send_pending(struct ct_engine *e);
+/* Send one encoded packet to p: it joins the bundle of packets to p that leaves at the end of
+ * the pass (ct_bundle_flush, also before a packet to another peer or a large one). */
 int ct_xmit(struct ct_engine *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen);
 int ct_send_ctrl(struct ct_engine *e, uint32_t gid, uint8_t op, uint32_t psn, uint64_t value, uint64_t aux);
 void ct_send_ack(struct ct_engine *e, uint32_t gid);
@@ -315,6 +344,8 @@ void ct_ack_sent(struct ct_engine *e, ct_peer_t *p);
 ct_msg_t *ct_queue_response(struct ct_engine *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
 			     uint64_t value, int status);
 /* ct_link_rx.c: the receive path */
+/* One fabric message: its packets (a bundle of one or more), in order. */
+void ct_rx_message(struct ct_engine *e, const uint8_t *buf, size_t len);
 void ct_rx_packet(struct ct_engine *e, const uint8_t *buf, size_t len);
 int ct_flush_delayed_acks(struct ct_engine *e, uint64_t now);
 void ct_landed(struct ct_engine *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s);

@@ -73,21 +73,34 @@ static void kick_peers(ct_engine_t *e)
 	e->n_kick = 0;
 }
 
-static int link_pass(ct_engine_t *e, int look)
+enum { PASS_FULL, PASS_LOOK, PASS_SEND };
+
+static int link_pass(ct_engine_t *e, int mode)
 {
 	fab_event_t ev[16];
 	int work, n;
 
-	if (!look && !++e->pass)
+	if (mode != PASS_LOOK && !++e->pass)
 		e->pass = 1;
 	/* send first: a new request goes out before this pass pays for polling (a syscall on
 	 * socket providers) */
 	work = ct_send_pending(e);
+	if (mode == PASS_SEND) {
+		/* Nagle: a kernel's puts to a peer with earlier packets unacknowledged wait in the
+		 * bundle for the next one, up to a full bundle; the first to an idle peer goes at
+		 * once. The next full pass sends them (a wait's, or CT 0's: the link is busy) */
+		if (!e->bundle_cork)
+			ct_bundle_flush(e);
+		if (e->n_kick)
+			kick_peers(e);
+		return work;
+	}
+	ct_bundle_flush(e); /* before the poll: the peer gets them sooner */
 	n = fab_poll(e->attr.ep, ev, GICE_ARRAY_SIZE(ev));
-	atomic_store_explicit(&e->t_poll, gice_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&e->t_poll, gice_coarse_ns(), memory_order_relaxed); /* for the watchdog */
 	for (int i = 0; i < n; i++) {
 		if (ev[i].type == FAB_EV_RX) {
-			ct_rx_packet(e, ev[i].buf, ev[i].len);
+			ct_rx_message(e, ev[i].buf, ev[i].len);
 			fab_release(e->attr.ep, ev[i].buf);
 		} else if (ev[i].type == FAB_EV_READ) {
 			ct_read_done(e, ev[i].ctx, ev[i].status);
@@ -111,12 +124,13 @@ static int link_pass(ct_engine_t *e, int look)
 			e->next_timer_ns = now + e->rto_min_ns / 4;
 		}
 	}
+	ct_bundle_flush(e);
 	if (e->n_kick)
 		kick_peers(e);
 	return work;
 }
 
-static int progress(ct_engine_t *e, int look)
+static int progress(ct_engine_t *e, int mode)
 {
 	int work = 0;
 
@@ -124,10 +138,12 @@ static int progress(ct_engine_t *e, int look)
 		/* ask first, then try (seq_cst): a holder that releases after our failed try sees the
 		 * request and makes the pass we could not (a poller) or rings CT 0 (ct_link_unlock) */
 		atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
+		if (gice_unlikely(atomic_load_explicit(&e->link_turn, memory_order_relaxed)))
+			return work; /* a set-up call or the watchdog waits for it: it rings CT 0 after */
 		if (!ct_link_trylock(e))
 			return work;
 		atomic_store_explicit(&e->link_pending, 0, memory_order_relaxed);
-		work += link_pass(e, look);
+		work += link_pass(e, mode);
 		/* release, then look (seq_cst, pairs with the hand-over: ct_exec_req) */
 		atomic_store_explicit(&e->link_lock, 0, memory_order_seq_cst);
 		if (!atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
@@ -135,8 +151,9 @@ static int progress(ct_engine_t *e, int look)
 	}
 }
 
-int ct_link_progress(ct_engine_t *e) { return progress(e, 0); }
-int ct_link_look(ct_engine_t *e) { return progress(e, 1); }
+int ct_link_progress(ct_engine_t *e) { return progress(e, PASS_FULL); }
+int ct_link_look(ct_engine_t *e) { return progress(e, PASS_LOOK); }
+int ct_link_send(ct_engine_t *e) { return progress(e, PASS_SEND); }
 
 void ct_link_sleep(ct_engine_t *e, uint32_t seq, uint64_t timeout_ns)
 {

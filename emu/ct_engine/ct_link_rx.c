@@ -264,6 +264,23 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 		resp_done(e, idx, GICE_OK);
 }
 
+void ct_rx_message(ct_engine_t *e, const uint8_t *buf, size_t len)
+{
+	while (len) {
+		size_t n = ct_proto_next(buf, len);
+		if (!n) {
+			uint64_t c = ct_stat_add(e, CT_STAT_rx_bad, 1);
+			if (c < 10 || c % 1000 == 0)
+				gice_warn("ct", "dropped %zu trailing bytes of a fabric message: not a whole packet (%llu so far)",
+					  len, (unsigned long long)c + 1);
+			return;
+		}
+		ct_rx_packet(e, buf, n);
+		buf += n;
+		len -= n;
+	}
+}
+
 void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 {
 	ct_hdr_t h;
@@ -303,7 +320,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		return;
 	}
 	p = &e->peers[h.src_gid];
-	p->t_rx = gice_now_ns();
+	p->t_rx = gice_coarse_ns(); /* silence is judged in 100s of ms */
 	ct_stat_add(e, CT_STAT_rx_pkts, 1);
 	ct_stat_add(e, CT_STAT_rx_bytes, h.payload_len);
 	switch (h.op) {
@@ -364,10 +381,10 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		return;
 	}
 	if (p->ack_unsent++ == 0) { /* only a packet left unacknowledged pays for the timer */
-		p->t_ack_wait = p->t_rx;
+		p->t_ack_wait = gice_now_ns();
 		atomic_fetch_add_explicit(&e->acks_delayed, 1, memory_order_relaxed);
-		if (e->dack_next_ns > p->t_rx + ack_delay_ns(e))
-			e->dack_next_ns = p->t_rx + ack_delay_ns(e);
+		if (e->dack_next_ns > p->t_ack_wait + ack_delay_ns(e))
+			e->dack_next_ns = p->t_ack_wait + ack_delay_ns(e);
 	}
 	if (h.flags & CT_HF_LAST) {
 		p->ack_soon = e->pass;

@@ -30,6 +30,33 @@ void ct_ack_sent(ct_engine_t *e, ct_peer_t *p)
 	}
 }
 
+/* Small packets to one peer leave bundled: back to back in one fabric message (protocol.md), so
+ * a burst of small puts costs one send of the provider (one syscall on tcp), not one each. A
+ * bundle the fabric cannot take now stays, and goes at the next flush. */
+int ct_bundle_flush(ct_engine_t *e)
+{
+	int rc;
+
+	if (!e->bundle_len)
+		return GICE_OK;
+	if (e->peers[e->bundle_gid].dead) {
+		/* failed or closed since its packets joined: nothing may reach it (a send to a closed
+		 * peer can crash libfabric's shm) and what they carried has been failed */
+		e->bundle_len = 0;
+		return GICE_OK;
+	}
+	rc = fab_send(e->attr.ep, e->peers[e->bundle_gid].addr, e->bundle, e->bundle_len, NULL, 0);
+	if (rc == GICE_OK) {
+		e->bundle_len = 0;
+		ct_stat_add(e, CT_STAT_fab_sends, 1);
+	} else if (rc != GICE_ERR_AGAIN) {
+		gice_error("ct", "send of %u bytes of packets to device %u failed: %s", e->bundle_len, e->bundle_gid,
+			   gice_status_name(rc));
+		e->bundle_len = 0; /* lost, as a packet the fabric refused: reliability resends them */
+	}
+	return rc;
+}
+
 /* Hand one encoded packet to the fabric, with its CRC32C when checksums are on. hdr is
  * modified (flag and csum) in place. */
 int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen)
@@ -42,7 +69,24 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 		uint32_t c = htole32(ct_proto_csum(hdr, payload, plen));
 		memcpy(hdr + CT_HDR_CSUM_OFF, &c, 4);
 	}
-	rc = fab_send(e->attr.ep, p->addr, hdr, CT_HDR_BYTES, payload, plen);
+	uint32_t gid = (uint32_t)(p - e->peers), len = CT_HDR_BYTES + plen;
+	if (e->bundle_len && (e->bundle_gid != gid || e->bundle_len + len > e->mtu_max || len > e->mtu_max / 2) &&
+	    (rc = ct_bundle_flush(e)))
+		return rc;
+	if (len > e->mtu_max / 2) { /* a large packet goes alone: no copy */
+		rc = fab_send(e->attr.ep, p->addr, hdr, CT_HDR_BYTES, payload, plen);
+		if (rc == GICE_OK)
+			ct_stat_add(e, CT_STAT_fab_sends, 1);
+	} else {
+		if (!e->bundle_len)
+			e->bundle_cork = p->next_psn != p->acked_psn;
+		memcpy(e->bundle + e->bundle_len, hdr, CT_HDR_BYTES);
+		if (plen)
+			memcpy(e->bundle + e->bundle_len + CT_HDR_BYTES, payload, plen);
+		e->bundle_len += len;
+		e->bundle_gid = gid;
+		rc = GICE_OK;
+	}
 	if (rc == GICE_OK) {
 		p->t_tx = gice_now_ns();
 		/* its CT 0 may sleep: ring it at the end of this pass (ct_link.c) */

@@ -160,8 +160,10 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 {
 	int events = 0;
 
-	if (!ct_link_trylock(e))
-		return 0; /* the holder is busy: it is not stalled on the link */
+	/* the link is held for a pass at a time, by whoever steps, often: ask the steppers to
+	 * let go (ct_link_wait_turn) and only then take a busy holder for proof that it moves */
+	if (!ct_link_wait_turn(e, 10000000))
+		return 0;
 	/* the time now, under the lock: the peers' stamps (written under it) are not later; a now
 	 * read before a preemption would make a fresh stamp look 2^64 ns old */
 	now = GICE_MAX(now, gice_now_ns());

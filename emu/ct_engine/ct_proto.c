@@ -56,6 +56,14 @@ void ct_proto_build(const ct_hdr_t *h, void *buf)
 	PUT32(p, 92, h->reserved);
 }
 
+size_t ct_proto_next(const void *buf, size_t len)
+{
+	if (len < CT_HDR_BYTES)
+		return 0;
+	uint64_t n = (uint64_t)CT_HDR_BYTES + get32(buf, 28);
+	return n <= len ? (size_t)n : 0;
+}
+
 const char *ct_pkt_name(unsigned op)
 {
 	switch (op) {

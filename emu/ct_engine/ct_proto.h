@@ -85,6 +85,10 @@ void ct_proto_build(const ct_hdr_t *h, void *buf);
  * packets, no payload on control packets. GICE_OK and *h filled, or GICE_ERR_BAD_PACKET with
  * *why (may be NULL) naming the failed check. Touches nothing but *h and *why. */
 int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why);
+/* A fabric message carries one or more packets back to back (a bundle). The length of the
+ * first packet of the len bytes at buf (96 + its payload_len), or 0 when they do not hold a
+ * whole packet. Reads nothing but the length field. */
+size_t ct_proto_next(const void *buf, size_t len);
 const char *ct_pkt_name(unsigned op);
 /* CRC32C of a packet (header with the csum field taken as zero, then payload), as carried in
  * csum under CT_HF_CSUM. hdr is the encoded header. */

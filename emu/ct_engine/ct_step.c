@@ -7,14 +7,21 @@
  * threads stay the backstop that makes progress when no kernel waits; host threads never step. */
 #include "emu/ct_engine/ct_internal.h"
 
+/* A device hung by fault injection does nothing, whoever steps it. */
+static int hung(ct_engine_t *e)
+{
+	uint64_t hang = atomic_load_explicit(&e->hang_at_ns, memory_order_relaxed);
+
+	return gice_unlikely(hang != 0) && gice_now_ns() >= hang;
+}
+
 static int step(ct_engine_t *e, int look)
 {
-	uint64_t now = gice_now_ns();
-	uint64_t hang = atomic_load_explicit(&e->hang_at_ns, memory_order_relaxed);
+	uint64_t now = gice_coarse_ns(); /* a heartbeat for the watchdog */
 	int work = 0;
 
-	if (gice_unlikely(hang && now >= hang))
-		return 0; /* a hung device does nothing */
+	if (hung(e))
+		return 0;
 	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
 		ct_tile_t *t = &e->tiles[c];
 		if (!ct_own_try(t))
@@ -32,13 +39,14 @@ int ct_engine_step(ct_engine_t *e) { return step(e, 0); }
 void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
 {
 	ct_tile_t *t = &e->tiles[ct];
-	uint64_t hang = atomic_load_explicit(&e->hang_at_ns, memory_order_relaxed);
 
-	if (!gice_unlikely(hang && gice_now_ns() >= hang) && ct_own_try(t)) {
+	if (!hung(e) && ct_own_try(t)) {
 		ct_tile_step(t, 0);
 		ct_own_drop(t);
-		atomic_store_explicit(&t->hb_ns, gice_now_ns(), memory_order_relaxed);
-		ct_link_progress(e);
+		atomic_store_explicit(&t->hb_ns, gice_coarse_ns(), memory_order_relaxed);
+		/* out onto the link; what arrives is for the waits (or the CT threads) to take in: a
+		 * burst of puts pays no fabric poll per put */
+		ct_link_send(e);
 		/* all taken (a full message pool or retirement window leaves requests queued) */
 		if (atomic_load_explicit(&t->consumed, memory_order_relaxed) == tm_queue_prod(e->attr.tm, ct))
 			return;
@@ -62,4 +70,4 @@ void ct_engine_stepping(ct_engine_t *e, int on)
 	step(e, 1);
 }
 
-uint64_t ct_engine_spin_ns(const ct_engine_t *e) { return e->spin_ns; }
+uint64_t ct_engine_spin_ns(const ct_engine_t *e) { return e->spin_cfg_ns; }

@@ -370,7 +370,7 @@ int tm_region_status(const tm_region_t *r)
 
 void tm_progress(tm_region_t *r)
 {
-	uint64_t now = gice_now_ns();
+	uint64_t now = gice_coarse_ns(); /* its readers judge stalls of 100s of ms */
 
 	/* read before write: the line stays shared (no store) between two notes a tick apart */
 	if (now - atomic_load_explicit(&r->state->progress_ns, memory_order_relaxed) >= TM_PROGRESS_NS)
