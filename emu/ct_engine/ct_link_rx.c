@@ -386,9 +386,14 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		if (e->dack_next_ns > p->t_ack_wait + ack_delay_ns(e))
 			e->dack_next_ns = p->t_ack_wait + ack_delay_ns(e);
 	}
-	if (h.flags & CT_HF_LAST) {
+	if ((h.flags & CT_HF_LAST) && (h.op == CT_PKT_PUT || h.op == CT_PKT_GET_REQ || h.op == CT_PKT_ATOMIC_REQ ||
+				       h.op == CT_PKT_PUT_RTS)) {
 		p->ack_soon = e->pass;
 		e->dack_next_ns = 0;
+	} else if (h.flags & CT_HF_LAST) {
+		/* a response: the responder holds an entry of its response pool until this ack; no
+		 * reply will carry it */
+		ct_send_ack(e, h.src_gid);
 	}
 }
 
