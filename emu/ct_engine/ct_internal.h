@@ -15,7 +15,9 @@
 #define CT_PSN_WIN 1024u      /* receive window in packets (power of two) */
 #define CT_NIL UINT32_MAX
 #define CT_SIG_RECENT 8u      /* signal counters remembered per peer */
+#define CT_READS 1024u        /* rendezvous reads a device runs or queues (FAB_READS_MAX posted) */
 
+enum ct_read_state { CT_RD_FREE, CT_RD_WAITING, CT_RD_POSTED };
 enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP, MK_PUT_DONE, MK_NACK };
 enum { NEED_ACK = 1, NEED_RESP = 2 };
 
@@ -178,13 +180,17 @@ struct ct_engine {
 	uint32_t act_head[CT_QOS_CLASSES], act_tail[CT_QOS_CLASSES]; /* messages being sent */
 	uint32_t resp_head[CT_QOS_CLASSES], resp_tail[CT_QOS_CLASSES];
 	uint32_t resp_free;
-	/* rendezvous reads this device (as target) runs: posted or waiting for a read slot */
+	/* rendezvous reads this device (as target) runs: posted, or waiting in FIFO order for one
+	 * of the fabric's FAB_READS_MAX read slots (ct_link_rndv.c) */
 	struct ct_read {
-		uint32_t gid, msg_id;
-		uint64_t off, len, src_off;
-		uint8_t state; /* 0 free, 1 waiting to post, 2 posted */
-	} reads[FAB_READS_MAX];
-	uint32_t reads_waiting;
+		uint32_t gid, msg_id; /* the peer read from, and the message the read serves */
+		uint64_t off, len;    /* where the bytes go in this device's memory */
+		uint64_t src_off;     /* where they are in the peer's */
+		uint8_t state;        /* enum ct_read_state */
+	} reads[CT_READS];
+	uint32_t reads_free[CT_READS], n_reads_free, reads_fresh; /* free: a stack, then never used */
+	uint32_t reads_wait[CT_READS], reads_wait_head;           /* waiting: a ring of indices */
+	uint32_t reads_waiting;                                    /* ... this many from the head */
 	uint32_t act_len[CT_QOS_CLASSES];
 	uint32_t wrr_class;
 	uint32_t acks_pending;
@@ -300,6 +306,8 @@ int ct_check_rto(struct ct_engine *e, uint64_t now);
 void ct_rx_rts(struct ct_engine *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h);
 int ct_post_reads(struct ct_engine *e);
 void ct_read_done(struct ct_engine *e, struct ct_read *r, int status);
+/* Drop the reads from peer gid that wait for a slot (it failed). */
+void ct_reads_cancel(struct ct_engine *e, uint32_t gid);
 /* ct_link_watch.c: failed peers, the link's watchdog */
 /* Fail every operation to gid with status and stop talking to it; logs why (when not NULL).
  * Returns the number of operations failed. */
