@@ -11,3 +11,4 @@ TEST_SCRIPTS += test_netns_loss
 TESTS += test_reliability
 TESTS += test_failure test_completions
 TESTS += test_launch
+TESTS += test_get

@@ -1,11 +1,29 @@
-/* ct_link_rndv.c: rendezvous puts at the target — a large put is announced (PUT_RTS) and its
- * bytes move by one remote read that this device issues after validating, or by a copy when the
- * initiator's memory is mapped here (NVLink plane); PUT_DONE tells the initiator. The reads wait
- * in one table for the fabric's read slots. Runs under the link lock, like the rest of the
- * link. */
+/* ct_link_rndv.c: rendezvous — a large message's bytes move by one remote read (or, when the
+ * peer's memory is mapped here on the NVLink plane, one memcpy) instead of being cut into
+ * packets, and never before the device whose memory is addressed by key has validated the range
+ * against its registration:
+ *   put: the initiator announces it (PUT_RTS); the target validates key, range and signal, reads
+ *        the bytes from the initiator's memory into the validated place and answers PUT_DONE;
+ *   get: the requester asks (GET_RNDV); the target validates key and range as for a GET_REQ and
+ *        answers GET_GO with the data's offset in its memory; only then does the requester read
+ *        (or copy) the bytes into its destination, and the get completes.
+ * Both directions share one table of reads (posted, or waiting for a fabric read slot). When to
+ * use it: GICE_CT_RNDV_BYTES. Runs under the link lock, like the rest of the link. */
 #include "emu/ct_engine/ct_internal.h"
 
 #include <string.h>
+
+/* ---------------------------------------------------------------- when */
+
+int ct_rndv_choose(const ct_engine_t *e, const ct_peer_t *p, const ct_msg_t *m)
+{
+	uint64_t from = e->rndv_bytes;
+
+	/* the side that moves the bytes must reach the other's memory: mapped on the plane, or
+	 * both memories registered for the provider's remote reads */
+	return (m->kind == MK_PUT || m->kind == MK_GET) && (p->map || (e->rma && p->rma)) && from &&
+	       m->len >= from;
+}
 
 /* ---------------------------------------------------------------- the read table */
 
@@ -91,13 +109,6 @@ static void rts_done(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 		gice_error("ct", "no response entry for PUT_DONE of message %u to device %u", msg_id, gid);
 }
 
-/* A rendezvous read ended. */
-void ct_read_done(ct_engine_t *e, struct ct_read *r, int status)
-{
-	rts_done(e, r->gid, r->msg_id, status);
-	read_free(e, r);
-}
-
 void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
 {
 	uint64_t off;
@@ -129,6 +140,61 @@ void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
 		return;
 	}
 	*r = (struct ct_read){.gid = h->src_gid, .msg_id = h->msg_id, .off = off, .len = h->msg_len,
-			      .src_off = h->aux};
+			      .src_off = h->aux, .kind = CT_RD_PUT};
 	read_queue(e, r);
+}
+
+/* ---------------------------------------------------------------- gets, at the requester */
+
+/* Fail get idx, whose GET_GO this device cannot act on, saying why with the values. */
+static void go_fail(ct_engine_t *e, uint32_t idx, const ct_hdr_t *h, int status, const char *why)
+{
+	ct_msg_t *m = &e->msgs[idx];
+
+	gice_error("ct", "device %u: get of %llu bytes from device %u (msg %u), data at offset %llu there: %s; "
+		   "the get fails with %s", e->attr.gid, (unsigned long long)m->len, m->peer, m->msg_id,
+		   (unsigned long long)h->value, why, gice_status_name(status));
+	ct_resp_done(e, idx, status);
+}
+
+void ct_rx_get_go(ct_engine_t *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h)
+{
+	ct_msg_t *m = &e->msgs[idx];
+	struct ct_read *r;
+
+	m->recvd = m->len; /* the one GET_GO it takes */
+	if (p->map) {
+		/* NVLink plane: the target's memory is mapped here; the offset came off the wire */
+		if (h->value > p->map_size || m->len > p->map_size - h->value) {
+			ct_stat_add(e, CT_STAT_rx_bad, 1); /* a hostile GET_GO: once per get at most */
+			go_fail(e, idx, h, GICE_ERR_OUT_OF_BOUNDS, "outside its memory");
+			return;
+		}
+		memcpy(e->base + m->src_off, p->map + h->value, m->len);
+		ct_resp_done(e, idx, GICE_OK);
+		return;
+	}
+	if (!(r = read_alloc(e))) {
+		go_fail(e, idx, h, GICE_ERR_AGAIN, "every rendezvous read entry is in use");
+		return;
+	}
+	/* the provider bounds the read by the target's registration of its memory */
+	*r = (struct ct_read){.gid = m->peer, .msg_id = m->msg_id, .off = m->src_off, .len = m->len,
+			      .src_off = h->value, .kind = CT_RD_GET};
+	read_queue(e, r);
+}
+
+/* A rendezvous read ended. */
+void ct_read_done(ct_engine_t *e, struct ct_read *r, int status)
+{
+	if (r->kind == CT_RD_PUT) {
+		rts_done(e, r->gid, r->msg_id, status);
+	} else {
+		uint32_t idx;
+		ct_msg_t *m = ct_req_by_id(e, &e->peers[r->gid], r->msg_id, MK_GET, &idx);
+		/* the get may have failed meanwhile (its peer died): then the read serves nothing */
+		if (m && m->rndv && (m->need & NEED_RESP))
+			ct_resp_done(e, idx, status);
+	}
+	read_free(e, r);
 }
