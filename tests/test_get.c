@@ -8,13 +8,21 @@
  * packets, counted in rx_bytes; at it: rndv_ops); more rendezvous gets at once than the fabric
  * has read slots all land; and between two processes over the provider and over the plane. Runs
  * once per provider in GICE_TEST_PROVIDERS (default "shm,tcp"); a provider libfabric does not
- * have here is skipped (exit 77 when no case ran). */
+ * have here is skipped (exit 77 when no case ran).
+ *
+ * Not run by make test, a measurement: puts against gets of the same sizes, 2 ranks, one run
+ * (rounds alternate between them so that drift hits both alike), p50 and p99 from issue to the
+ * completion counter, in a kernel, one at a time or W at a time (--window):
+ *   build/bin/gicerun -n 2 build/tests/test_get --bench [--sizes 1m,64k] [--iters N] [--window W]
+ *     [--provider NAME]
+ * with GICE_PLANE=net or auto choosing the path; one rank runs both devices. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/gice.h"
@@ -407,12 +415,219 @@ static Suite *suite(void)
 	return s;
 }
 
-int main(void)
+/* ---------------------------------------------------------------- measurement */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+struct bench_args {
+	int is_get;
+	gice_conn_t c;
+	uint64_t rkey;
+	uint8_t *local;
+	size_t bytes;
+	long iters, window;
+	gice_completion_t done;
+	uint64_t base; /* the completion count before this block */
+	uint64_t *lat; /* per batch: issue of its first op to its last completion */
+	int *rc;       /* the first failure */
+};
+
+static void bench_kernel(gice_kctx_t *k, void *a_)
+{
+	struct bench_args *a = a_;
+	uint64_t n = a->base;
+
+	for (long i = 0; i < a->iters; i++) {
+		uint64_t t0 = now_ns();
+		for (long w = 0; w < a->window; w++) {
+			int rc = a->is_get ? gice_get(k, a->c, a->local, a->rkey, 0, a->bytes, a->done)
+					   : gice_put(k, a->c, a->rkey, 0, a->local, a->bytes, a->done);
+			if (rc) {
+				*a->rc = rc;
+				return;
+			}
+		}
+		n += (uint64_t)a->window;
+		if ((*a->rc = gice_wait_until(k, a->done, GICE_CMP_GE, n, 0, NULL)))
+			return;
+		a->lat[i] = now_ns() - t0;
+	}
+}
+
+/* Run iters batches of window puts (or gets) of bytes in a kernel on stream s, after *count
+ * completions of done; latencies to lat. GICE_OK or the first failure. */
+static int bench_block(gice_stream_t *s, struct bench_args a, uint64_t *count)
+{
+	int rc = 0;
+
+	a.base = *count;
+	a.rc = &rc;
+	if (gice_launch(s, bench_kernel, 1, &a, sizeof(a)) || gice_stream_sync(s, 0) || rc) {
+		fprintf(stderr, "test_get --bench: %s of %zu bytes failed: %s\n", a.is_get ? "get" : "put", a.bytes,
+			gice_status_name(rc));
+		return rc ? rc : GICE_ERR_INVALID;
+	}
+	*count += (uint64_t)(a.iters * a.window);
+	return GICE_OK;
+}
+
+static void bench_usage(void)
+{
+	fprintf(stderr, "usage: [gicerun -n 2] test_get --bench [--sizes LIST] [--iters N] [--window W] "
+			"[--provider NAME]\n");
+	exit(2);
+}
+
+static size_t parse_size(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (*end == 'k' || *end == 'K')
+		v <<= 10, end++;
+	else if (*end == 'm' || *end == 'M')
+		v <<= 20, end++;
+	if (*end || !v)
+		bench_usage();
+	return (size_t)v;
+}
+
+/* Rank 0 (or device 0 of a single process) gets from and puts to rank 1's device. For each size,
+ * ROUNDS rounds of put then get blocks; one row per op with the latency of its batches. */
+#define ROUNDS 5
+static int bench(int argc, char **argv)
+{
+	size_t sizes[16] = {MIB}, maxb = 0;
+	int nsizes = 1, single;
+	long iters = 200, window = 1;
+	gice_device_attr_t attr = {0};
+	gice_device_t *d[2] = {NULL, NULL};
+	struct xpub me, all[2];
+
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
+			char *save, *list = argv[++i];
+			nsizes = 0;
+			for (char *t = strtok_r(list, ",", &save); t && nsizes < 16; t = strtok_r(NULL, ",", &save))
+				sizes[nsizes++] = parse_size(t);
+		} else if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
+			iters = atol(argv[++i]);
+		} else if (!strcmp(argv[i], "--window") && i + 1 < argc) {
+			window = atol(argv[++i]);
+		} else if (!strcmp(argv[i], "--provider") && i + 1 < argc) {
+			attr.provider = argv[++i];
+		} else {
+			bench_usage();
+		}
+	}
+	if (iters < ROUNDS || window < 1 || !nsizes)
+		bench_usage();
+	for (int i = 0; i < nsizes; i++)
+		maxb = sizes[i] > maxb ? sizes[i] : maxb;
+	attr.hbm_bytes = maxb + (16u << 20);
+	if (gice_init())
+		return 1;
+	single = gice_world_size() == 1;
+	if (!single && gice_world_size() != 2) {
+		fprintf(stderr, "test_get --bench: 1 or 2 ranks, not %u\n", gice_world_size());
+		return 2;
+	}
+	uint32_t rank = gice_rank();
+	uint8_t *mem[2] = {NULL, NULL};
+	for (int i = 0; i < 2; i++) {
+		void *p;
+		if (!single && (uint32_t)i != rank)
+			continue;
+		/* every op of a batch moves [0, bytes) of the same buffers */
+		if (gice_device_open(&attr, &d[i]) || gice_mem_alloc(d[i], maxb, &p) ||
+		    gice_mem_register(d[i], p, maxb, &me.key))
+			return 1;
+		mem[i] = p;
+		memset(p, i + 1, maxb);
+		all[i].key = me.key;
+	}
+	if (!single && gice_allgather(&me, sizeof(me), all))
+		return 1;
+	if (d[0]) {
+		gice_stream_t *s;
+		gice_conn_t c;
+		gice_completion_t done;
+		uint64_t count = 0, warm;
+		uint64_t *sorted = calloc((size_t)iters, sizeof(*sorted));
+		const char *plane = getenv("GICE_PLANE");
+		uint32_t peer = single ? gice_device_id(d[1]) : gice_device_id_of(1, 0);
+		if (gice_stream_create(d[0], &s) || gice_conn_open(d[0], peer, NULL, &c) ||
+		    gice_counter_alloc(d[0], &done) || !sorted)
+			return 1;
+		printf("op,transport,plane,bytes,window,iters,p50_us,p99_us,MBps\n");
+		for (int si = 0; si < nsizes; si++) {
+			long per = iters / ROUNDS;
+			uint64_t *res[2] = {calloc((size_t)iters, 8), calloc((size_t)iters, 8)};
+			if (!res[0] || !res[1])
+				return 1;
+			/* a batch of each, not timed; then ROUNDS rounds of put and get blocks */
+			for (int is_get = 0; is_get < 2; is_get++) {
+				struct bench_args a = {.is_get = is_get, .c = c, .rkey = all[1].key, .local = mem[0],
+						       .bytes = sizes[si], .iters = 1, .window = window, .done = done,
+						       .lat = &warm};
+				if (bench_block(s, a, &count))
+					return 1;
+			}
+			for (int r = 0; r < ROUNDS; r++)
+				for (int is_get = 0; is_get < 2; is_get++) {
+					struct bench_args a = {.is_get = is_get, .c = c, .rkey = all[1].key, .local = mem[0],
+							       .bytes = sizes[si], .iters = per, .window = window,
+							       .done = done, .lat = res[is_get] + r * per};
+					if (bench_block(s, a, &count))
+						return 1;
+				}
+			for (int is_get = 0; is_get < 2; is_get++) {
+				long n = per * ROUNDS;
+				double sum = 0;
+				memcpy(sorted, res[is_get], (size_t)n * 8);
+				qsort(sorted, (size_t)n, 8, cmp_u64);
+				for (long i = 0; i < n; i++)
+					sum += (double)sorted[i];
+				double mean_us = sum / (double)n / 1000.0;
+				printf("%s,%s,%s,%zu,%ld,%ld,%.3f,%.3f,%.1f\n", is_get ? "get" : "put",
+				       gice_device_provider(d[0]), plane && *plane ? plane : "auto", sizes[si], window, n,
+				       (double)sorted[n / 2] / 1000.0, (double)sorted[(long)(0.99 * (double)(n - 1))] / 1000.0,
+				       (double)sizes[si] * (double)window / mean_us);
+			}
+			fflush(stdout);
+			free(res[0]);
+			free(res[1]);
+		}
+		free(sorted);
+		gice_stream_destroy(s);
+	}
+	if (!single && gice_barrier())
+		return 1;
+	for (int i = 0; i < 2; i++)
+		if (d[i])
+			gice_device_close(d[i]);
+	gice_finalize();
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	const char *list = getenv("GICE_TEST_PROVIDERS");
 	char provs[256];
 	int failed = 0, ran = 0;
 
+	if (argc > 1 && !strcmp(argv[1], "--bench"))
+		return bench(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	srunner_free(srunner_create(suite())); /* counts ncases */
 	snprintf(provs, sizeof(provs), "%s", list && *list ? list : "shm,tcp");
