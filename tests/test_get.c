@@ -5,8 +5,10 @@
  * plane, through fi_read (GICE_PLANE=net) and as packets (GICE_CT_RNDV_BYTES=0) are bit-exact;
  * a bad key and an out-of-range offset fail with the exact status on the completion counter,
  * write nothing, and the log names key, offset and length; the size is exact (a byte below it:
- * packets, counted in rx_bytes; at it: rndv_ops); more rendezvous gets at once than the fabric
- * has read slots all land; and between two processes over the provider and over the plane. Runs
+ * packets, counted in rx_bytes; at it: rndv_ops), and GICE_CT_RNDV_BYTES=auto switches puts
+ * and gets at the size measured for the provider, op and path; more rendezvous gets at once than
+ * the fabric has read slots all land; and between two processes over the provider and over the
+ * plane. Runs
  * once per provider in GICE_TEST_PROVIDERS (default "shm,tcp"); a provider libfabric does not
  * have here is skipped (exit 77 when no case ran).
  *
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "api/gice.h"
+#include "emu/ct_engine/ct_internal.h" /* ct_rndv_auto: the sizes GICE_CT_RNDV_BYTES=auto picks */
 #include "tests/test_job.h"
 #include "tests/test_util.h"
 
@@ -77,8 +80,7 @@ static void teardown(void)
 	unsetenv("GICE_CT_RNDV_BYTES");
 }
 
-/* The fixtures: which path a get of a size takes. GICE_CT_RNDV_BYTES is its default unless
- * said. */
+/* The fixtures: which path a get of a size takes. GICE_CT_RNDV_BYTES=auto unless said. */
 static void setup_plane(void) { setup(); }
 static void setup_net(void)
 {
@@ -252,6 +254,55 @@ START_TEST(get_below_the_threshold_is_cut_into_packets_and_at_it_is_not)
 }
 END_TEST
 
+/* Device 0 puts n bytes from its memory to offset 0 of device 1; the completion's status. */
+static int put(size_t n)
+{
+	gice_completion_t c = ctr(0);
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0][1], .local = buf[0], .bytes = n, .rkey = key[1],
+			.roff = DST, .signal = GICE_NO_COUNTER, .completion = c};
+
+	ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+	int rc = gice_counter_wait(dev[0], c, GICE_CMP_GE, 1, test_scaled(20000), NULL);
+	ck_assert_int_eq(gice_counter_free(dev[0], c), GICE_OK);
+	return rc;
+}
+
+/* GICE_CT_RNDV_BYTES=auto: puts and gets switch to rendezvous exactly at the size measured for
+ * this provider, op and path (the fixture's GICE_PLANE). */
+static void auto_sizes(int plane)
+{
+	const char *prov = gice_device_provider(dev[0]);
+
+	for (int is_get = 0; is_get < 2; is_get++) {
+		uint64_t from = ct_rndv_auto(prov, is_get, plane);
+		ck_assert_uint_gt(from, 1);
+		ck_assert_uint_le(from, 4 * MIB);
+		fill(buf[is_get ? 1 : 0], from, 13);
+		for (uint64_t n = from - 1; n <= from; n++) {
+			gice_stats_t before = stats(0), after;
+			ck_assert_int_eq(is_get ? get(n, key[1], 0, 0) : put(n), GICE_OK);
+			ck_assert_int_eq(is_get ? memcmp(buf[0] + DST, buf[1], n) : memcmp(buf[1] + DST, buf[0], n), 0);
+			after = stats(0);
+			ck_assert_msg(after.rndv_ops - before.rndv_ops == (n == from),
+				      "%s of %llu bytes over %s (%s): rndv_ops +%llu, the size for auto is %llu",
+				      is_get ? "get" : "put", (unsigned long long)n, prov, plane ? "plane" : "net",
+				      (unsigned long long)(after.rndv_ops - before.rndv_ops), (unsigned long long)from);
+		}
+	}
+}
+
+START_TEST(auto_size_on_the_plane_is_the_one_measured_for_the_provider_and_op)
+{
+	auto_sizes(1);
+}
+END_TEST
+
+START_TEST(auto_size_over_the_provider_is_the_one_measured_for_it_and_the_op)
+{
+	auto_sizes(0);
+}
+END_TEST
+
 /* More rendezvous gets in flight than the fabric has read slots (64): the rest wait their turn. */
 #define MANY 300
 START_TEST(more_rendezvous_gets_than_read_slots_all_land)
@@ -392,12 +443,14 @@ static Suite *suite(void)
 	TCase *tc;
 
 	ncases = 0;
-	tc = tcase(s, "plane", setup_plane); /* same process: the NVLink plane */
+	tc = tcase(s, "plane", setup_plane); /* same process: the NVLink plane, sizes auto */
 	ADD(tc, get_of_1mib_by_rendezvous_is_bit_exact);
 	ADD(tc, get_with_bad_key_or_range_fails_with_exact_status_and_names_the_values);
+	ADD(tc, auto_size_on_the_plane_is_the_one_measured_for_the_provider_and_op);
 	tc = tcase(s, "net", setup_net); /* every byte through the provider: fi_read */
 	ADD(tc, get_of_1mib_by_rendezvous_is_bit_exact);
 	ADD(tc, get_with_bad_key_or_range_fails_with_exact_status_and_names_the_values);
+	ADD(tc, auto_size_over_the_provider_is_the_one_measured_for_it_and_the_op);
 	tc = tcase(s, "packets", setup_packets); /* GICE_CT_RNDV_BYTES=0: never rendezvous */
 	ADD(tc, get_of_1mib_as_packets_is_bit_exact);
 	ADD(tc, get_with_bad_key_or_range_fails_with_exact_status_and_names_the_values);

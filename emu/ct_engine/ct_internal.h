@@ -161,7 +161,10 @@ struct ct_engine {
 	ct_engine_attr_t attr;
 	uint32_t n_counters, mtu_max, credits, ack_every, max_peers, max_descs;
 	uint32_t weights[CT_QOS_CLASSES];
-	uint64_t spin_ns, poll_ns, rndv_bytes;
+	uint64_t spin_ns, poll_ns;
+	/* rendezvous from this many bytes (0: never), [put, get][over the provider, on the NVLink
+	 * plane] (GICE_CT_RNDV_BYTES; auto: ct_rndv_auto) */
+	uint64_t rndv_from[2][2];
 	uint64_t rto_min_ns, rto_max_ns, timeout_ns, hb_ns;
 	_Atomic int reliable; /* retransmit on timeout / selective ack */
 	_Atomic int csum;     /* send and require CRC32C */
@@ -309,6 +312,9 @@ void ct_rx_ack(struct ct_engine *e, ct_peer_t *p, uint32_t cum, uint32_t fence, 
 void ct_complete_upto(struct ct_engine *e, ct_peer_t *p, uint32_t cum);
 int ct_check_rto(struct ct_engine *e, uint64_t now);
 /* ct_link_rndv.c: rendezvous — large puts at the target, large gets at the requester */
+/* The size GICE_CT_RNDV_BYTES=auto stands for, measured per provider, op (get 0: put) and path
+ * (plane 1: the NVLink plane's copy, 0: the provider's remote read). */
+uint64_t ct_rndv_auto(const char *provider, int get, int plane);
 /* Whether message m (a put or get to peer p, not yet started) moves its data by rendezvous. */
 int ct_rndv_choose(const struct ct_engine *e, const ct_peer_t *p, const ct_msg_t *m);
 void ct_rx_rts(struct ct_engine *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h);

@@ -8,16 +8,51 @@
  *        answers GET_GO with the data's offset in its memory; only then does the requester read
  *        (or copy) the bytes into its destination, and the get completes.
  * Both directions share one table of reads (posted, or waiting for a fabric read slot). When to
- * use it: GICE_CT_RNDV_BYTES. Runs under the link lock, like the rest of the link. */
+ * use it: GICE_CT_RNDV_BYTES, by default measured per provider and path (ct_rndv_auto). Runs
+ * under the link lock, like the rest of the link. */
 #include "emu/ct_engine/ct_internal.h"
 
 #include <string.h>
 
 /* ---------------------------------------------------------------- when */
 
+/* GICE_CT_RNDV_BYTES=auto: from which size a put or get goes by rendezvous, per provider, op and
+ * path, measured on this project's 2-core development VM (libfabric 1.17, both ranks on
+ * loopback; each run started on an idle machine, other jobs shared it at times: medians of 3
+ * runs; docs/protocol.md#when-rendezvous-is-used has the figures). Each entry is the smallest
+ * size at which rendezvous was at least as fast as packets (within 3%) in all of
+ *   - put ping-pong, one-way latency:
+ *       GICE_PLANE=net|auto FI_TCP_IFACE=lo GICE_CT_RNDV_BYTES=0|1024 build/bin/gicerun -n 2 \
+ *         build/bin/gice-bench put --csv --iters 1000 --provider P --sizes 2k,4k,...,1m
+ *   - one put or get at a time, issue to completion, and 16 at a time (test_get's measurement):
+ *       ... build/bin/gicerun -n 2 build/tests/test_get --bench --window 1|16 --provider P ...
+ * Paths: net, the provider's fi_read (GICE_PLANE=net); plane, the NVLink plane's memcpy, with
+ * the control packets over the provider. A rendezvous put moves its data a round trip later
+ * than packets would (the target reads); a rendezvous get on the plane no later (the requester
+ * copies once the target said yes), while by packets the target cuts and sends every slice:
+ * gets cross over sooner. 2 KiB is the smallest size measured. A provider not listed keeps the
+ * former 64 KiB. */
+static const struct {
+	const char *prefix; /* provider name, or its first layer ("tcp" for "tcp;ofi_rxm") */
+	uint64_t from[2][2]; /* [put, get][net, plane] */
+} rndv_table[] = {
+	{"shm", {{16384, 4096}, {32768, 2048}}},
+	{"tcp", {{16384, 8192}, {8192, 2048}}},
+};
+
+uint64_t ct_rndv_auto(const char *provider, int get, int plane)
+{
+	for (size_t i = 0; provider && i < GICE_ARRAY_SIZE(rndv_table); i++) {
+		size_t n = strlen(rndv_table[i].prefix);
+		if (!strncmp(provider, rndv_table[i].prefix, n) && (provider[n] == '\0' || provider[n] == ';'))
+			return rndv_table[i].from[!!get][!!plane];
+	}
+	return 65536;
+}
+
 int ct_rndv_choose(const ct_engine_t *e, const ct_peer_t *p, const ct_msg_t *m)
 {
-	uint64_t from = e->rndv_bytes;
+	uint64_t from = e->rndv_from[m->kind == MK_GET][p->map != NULL];
 
 	/* the side that moves the bytes must reach the other's memory: mapped on the plane, or
 	 * both memories registered for the provider's remote reads */
