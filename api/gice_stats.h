@@ -43,7 +43,8 @@
 	X(peers_dead,       ENGINE, _,          "peers declared dead or hung by the watchdog")                       \
 	X(ct_stalls,        ENGINE, _,          "CT stalls the watchdog saw (work and no progress)")                 \
 	X(fallback_ops,     ENGINE, _,          "requests the host proxy issued for a stalled CT (GICE_ON_TIMEOUT)") \
-	X(rx_bad_signal,    ENGINE, _,          "puts refused for their signal counter (not allocated, out of range)")
+	X(rx_bad_signal,    ENGINE, _,          "puts refused for their signal counter (not allocated, out of range)") \
+	X(rndv_ops,         ENGINE, _,          "puts and gets issued here whose data moved by rendezvous (remote read or plane copy)")
 /* clang-format on */
 
 #endif

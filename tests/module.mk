@@ -10,5 +10,5 @@ TESTS += test_faults
 TEST_SCRIPTS += test_netns_loss
 TESTS += test_reliability
 TESTS += test_failure test_completions
-TESTS += test_launch test_progress
+TESTS += test_launch test_progress test_get
 TEST_SCRIPTS += test_bench

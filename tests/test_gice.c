@@ -1,7 +1,8 @@
 /* Description: end-to-end behaviour of gice with four devices in one process: a 1000-lap
  * put_signal ring driven only by kernels, chained triggers across devices, get, contended remote
- * atomics, bit-exact sizes around the MTU up to 8 MiB, quiet/fence, arming order, and the exact
- * errors for a wrong key, an out-of-bounds destination, an unregistered source and a timeout.
+ * atomics, bit-exact sizes around the MTU up to 8 MiB, quiet/fence, arming order, more
+ * rendezvous puts at once than the fabric has read slots, and the exact errors for a wrong key,
+ * an out-of-bounds destination, an unregistered source and a timeout.
  * Runs once per provider in GICE_TEST_PROVIDERS (default "shm,tcp"). A provider that libfabric
  * does not have here (GICE_ERR_NOT_FOUND) is skipped: its cases are counted in the binary's last
  * line, "skipped: N cases (...)", and the binary exits 77 when no case ran; a provider that is
@@ -66,6 +67,19 @@ static void teardown_net(void)
 {
 	teardown();
 	unsetenv("GICE_PLANE");
+}
+
+/* Over the network, with rendezvous from 16 KiB: many rendezvous messages fit the buffers. */
+static void setup_net_16k(void)
+{
+	setenv("GICE_CT_RNDV_BYTES", "16k", 1);
+	setup_net();
+}
+
+static void teardown_net_16k(void)
+{
+	teardown_net();
+	unsetenv("GICE_CT_RNDV_BYTES");
 }
 
 static void teardown(void)
@@ -543,6 +557,33 @@ START_TEST(large_put_with_bad_key_or_bounds_fails_and_writes_nothing)
 }
 END_TEST
 
+/* More rendezvous puts in flight than the fabric has read slots (64): the target queues the
+ * reads, none fails. */
+#define MANY_PUTS 300
+START_TEST(more_rendezvous_puts_than_read_slots_all_land)
+{
+	const size_t n = 16 * 1024;
+	gice_completion_t c = ctr(0);
+	gice_stats_t before, after;
+
+	fill(buf[0], MANY_PUTS * n, 21);
+	memset(buf[1] + TGT, 0, MANY_PUTS * n);
+	gice_device_stats(dev[0], &before);
+	for (int i = 0; i < MANY_PUTS; i++) {
+		gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0][1], .local = buf[0] + (size_t)i * n, .bytes = n,
+				.rkey = key[1], .roff = TGT + (uint64_t)(MANY_PUTS - 1 - i) * n, .signal = GICE_NO_COUNTER,
+				.completion = c};
+		ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+	}
+	ck_assert_int_eq(gice_counter_wait(dev[0], c, GICE_CMP_GE, MANY_PUTS, test_scaled(30000), NULL), GICE_OK);
+	for (int i = 0; i < MANY_PUTS; i++)
+		ck_assert_msg(!memcmp(buf[1] + TGT + (size_t)(MANY_PUTS - 1 - i) * n, buf[0] + (size_t)i * n, n),
+			      "put %d differs", i);
+	gice_device_stats(dev[0], &after);
+	ck_assert_uint_eq(after.ops_failed, before.ops_failed);
+}
+END_TEST
+
 START_TEST(unregistered_source_fails_before_sending)
 {
 	void *p;
@@ -654,6 +695,12 @@ static Suite *suite(void)
 	ADD(tn, triggered_put_is_ordered_with_posted_puts_of_its_connection);
 	ADD(tn, chained_triggers_cross_three_devices_without_host);
 	suite_add_tcase(s, tn);
+
+	TCase *tr = tcase_create("net_16k");
+	tcase_add_checked_fixture(tr, setup_net_16k, teardown_net_16k);
+	tcase_set_timeout(tr, 120);
+	ADD(tr, more_rendezvous_puts_than_read_slots_all_land);
+	suite_add_tcase(s, tr);
 	return s;
 }
 

@@ -62,7 +62,9 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 	h.magic = 1;
 	ck_assert_str_eq(reject(h, len), "bad magic");
 	h = sample();
-	h.version = 1; /* version 2 added the piggybacked ack */
+	h.version = CT_PROTO_VERSION + 1;
+	ck_assert_str_eq(reject(h, len), "unsupported version");
+	h.version = 1; /* version 2 added piggybacked acks, bundles and rendezvous gets */
 	ck_assert_str_eq(reject(h, len), "unsupported version");
 	h = sample();
 	h.op = 0;
@@ -132,10 +134,44 @@ START_TEST(rendezvous_announcement_carries_a_length_but_no_payload)
 }
 END_TEST
 
+START_TEST(rendezvous_get_go_carries_a_length_but_no_payload_and_its_request_none)
+{
+	uint8_t pkt[CT_HDR_BYTES] = {0};
+	ct_hdr_t h = sample(), o;
+
+	h.op = CT_PKT_GET_GO;
+	h.flags = CT_HF_FIRST | CT_HF_LAST;
+	h.payload_len = 0;
+	h.moff = 0;
+	h.msg_len = 1u << 20;
+	h.value = 123456; /* where the data is in the sender's memory */
+	ct_proto_build(&h, pkt);
+	ck_assert_int_eq(ct_proto_parse(pkt, sizeof(pkt), &o, NULL), GICE_OK);
+	ck_assert_uint_eq(o.msg_len, 1u << 20);
+	ck_assert_uint_eq(o.value, 123456);
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 16), "payload length does not match packet length");
+	h.payload_len = 16;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 16), "control packet with payload");
+	/* the request names its length in value, like GET_REQ: no msg_len */
+	h = sample();
+	h.op = CT_PKT_GET_RNDV;
+	h.flags = CT_HF_FIRST | CT_HF_LAST;
+	h.payload_len = 0;
+	h.moff = 0;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "control packet with payload");
+	h.msg_len = 0;
+	ct_proto_build(&h, pkt);
+	ck_assert_int_eq(ct_proto_parse(pkt, sizeof(pkt), &o, NULL), GICE_OK);
+	ck_assert_uint_eq(o.op, CT_PKT_GET_RNDV);
+}
+END_TEST
+
 START_TEST(packet_names_cover_every_op)
 {
 	ck_assert_str_eq(ct_pkt_name(CT_PKT_PUT), "PUT");
 	ck_assert_str_eq(ct_pkt_name(CT_PKT_NACK), "NACK");
+	ck_assert_str_eq(ct_pkt_name(CT_PKT_GET_RNDV), "GET_RNDV");
+	ck_assert_str_eq(ct_pkt_name(CT_PKT_GET_GO), "GET_GO");
 	ck_assert_str_eq(ct_pkt_name(99), "UNKNOWN");
 }
 END_TEST
@@ -150,6 +186,7 @@ int main(void)
 	tcase_add_test(tc, piggybacked_ack_round_trips);
 	tcase_add_test(tc, packet_names_cover_every_op);
 	tcase_add_test(tc, rendezvous_announcement_carries_a_length_but_no_payload);
+	tcase_add_test(tc, rendezvous_get_go_carries_a_length_but_no_payload_and_its_request_none);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

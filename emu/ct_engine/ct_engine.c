@@ -28,10 +28,11 @@ const gice_param_t ct_params[] = {
 	 "a receiver acknowledges at least every this many packets, or every GICE_CT_CREDITS/2 if fewer (and every "
 	 "message end; the rest after a quarter of GICE_RTO_MIN_US)",
 	 GICE_PARAM_U64, 1, CT_PSN_WIN / 2},
-	{"GICE_CT_RNDV_BYTES", "65536",
-	 "puts of at least this many bytes move by one remote read the target issues after validating "
-	 "(rendezvous), when the provider offers reads; 0: always packets",
-	 GICE_PARAM_SIZE, 0, UINT32_MAX},
+	{"GICE_CT_RNDV_BYTES", "auto",
+	 "puts and gets of at least this many bytes move by rendezvous: one remote read (or NVLink plane copy) "
+	 "after the peer validated the range, when the provider offers reads or the peer is on the plane; "
+	 "auto: a size per provider, op and path, measured (docs/protocol.md); 0: always packets",
+	 GICE_PARAM_STR, 0, UINT32_MAX},
 	{"GICE_QOS_WEIGHTS", "8,4,2,1", "packets per turn of QoS classes 0..3 in the MPG weighted round robin",
 	 GICE_PARAM_STR, 0, 0},
 	{"GICE_RTO_MIN_US", "1000", "smallest retransmission timeout (microseconds); the timeout follows the measured "
@@ -64,15 +65,47 @@ static int param_auto(const gice_param_t *p, int *out)
 	return GICE_OK;
 }
 
+/* GICE_CT_RNDV_BYTES: "auto" (ct_rndv_auto for this endpoint's provider) or one size for every
+ * op and path. Rendezvous reads and copies go around the fault injector: while GICE_FAULTS
+ * injects network faults, auto keeps the former 64 KiB, so that it sees the packets it saw. */
+static int rndv_param(ct_engine_t *e, const gice_param_t *p)
+{
+	gice_param_t size = *p;
+	uint64_t v;
+	int rc, automatic = !strcmp(gice_param_str(p), "auto");
+
+	size.type = GICE_PARAM_SIZE;
+	if (!automatic && (gice_param_str(p)[0] < '0' || gice_param_str(p)[0] > '9')) {
+		gice_error("ct", "%s=\"%s\": expected auto or a size in bytes (0: never)", p->name, gice_param_str(p));
+		return GICE_ERR_CONFIG;
+	}
+	if (!automatic && (rc = gice_param_u64(&size, &v))) /* logged there: suffix, range */
+		return rc;
+	if (automatic && gice_faults_any_net(e->attr.faults)) {
+		automatic = 0;
+		v = 65536;
+	}
+	for (int get = 0; get < 2; get++)
+		for (int plane = 0; plane < 2; plane++)
+			e->rndv_from[get][plane] = automatic ? ct_rndv_auto(e->attr.ep->provider, get, plane) : v;
+	gice_debug("ct", "device %u over %s: rendezvous from %llu bytes (put) and %llu (get), on the NVLink plane "
+		   "from %llu and %llu (GICE_CT_RNDV_BYTES=%s)", e->attr.gid, e->attr.ep->provider,
+		   (unsigned long long)e->rndv_from[0][0], (unsigned long long)e->rndv_from[1][0],
+		   (unsigned long long)e->rndv_from[0][1], (unsigned long long)e->rndv_from[1][1], gice_param_str(p));
+	return GICE_OK;
+}
+
 static int read_params(ct_engine_t *e)
 {
-	uint64_t v[9];
+	uint64_t v[8];
 	const char *w;
 	int rc;
 
-	for (int i = 0; i < 9; i++)
+	for (int i = 0; i < 8; i++)
 		if ((rc = gice_param_u64(&ct_params[i], &v[i])))
 			return rc;
+	if ((rc = rndv_param(e, &ct_params[8])))
+		return rc;
 	e->mtu_max = (uint32_t)v[1];
 	if (e->attr.ep->max_packet && e->mtu_max > e->attr.ep->max_packet)
 		e->mtu_max = (uint32_t)e->attr.ep->max_packet; /* datagrams: 1472 bytes on udp */
@@ -89,7 +122,6 @@ static int read_params(ct_engine_t *e)
 	e->max_peers = (uint32_t)v[5];
 	e->credits = (uint32_t)v[6];
 	e->ack_every = (uint32_t)v[7];
-	e->rndv_bytes = v[8];
 	if ((rc = gice_param_u64(&ct_params[10], &v[0])) || (rc = gice_param_u64(&ct_params[11], &v[1])))
 		return rc;
 	e->rto_min_ns = v[0] * 1000;
@@ -223,7 +255,7 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 			t->free_head = idx;
 		}
 	}
-	if (e->rndv_bytes && attr->ep->rma) {
+	if ((e->rndv_from[0][0] || e->rndv_from[1][0]) && attr->ep->rma) {
 		if (fab_mr_reg(attr->ep, e->base, hbm_size(attr->hbm), &e->mr) == GICE_OK)
 			e->rma = 1;
 		else

@@ -15,7 +15,10 @@
 #define CT_PSN_WIN 1024u      /* receive window in packets (power of two) */
 #define CT_NIL UINT32_MAX
 #define CT_SIG_RECENT 8u      /* signal counters remembered per peer */
+#define CT_READS 1024u        /* rendezvous reads a device runs or queues (FAB_READS_MAX posted) */
 
+enum ct_read_kind { CT_RD_PUT, CT_RD_GET }; /* a put's data at its target, a get's at its requester */
+enum ct_read_state { CT_RD_FREE, CT_RD_WAITING, CT_RD_POSTED };
 enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP, MK_PUT_DONE, MK_NACK };
 enum { NEED_ACK = 1, NEED_RESP = 2 };
 
@@ -160,8 +163,11 @@ struct ct_engine {
 	ct_engine_attr_t attr;
 	uint32_t n_counters, mtu_max, credits, ack_every, max_peers, max_descs;
 	uint32_t weights[CT_QOS_CLASSES];
-	uint64_t spin_ns, poll_ns, rndv_bytes;
+	uint64_t spin_ns, poll_ns;
 	uint64_t spin_cfg_ns; /* GICE_CT_SPIN_US (spin_ns: 0 when CT threads outnumber the CPUs) */
+	/* rendezvous from this many bytes (0: never), [put, get][over the provider, on the NVLink
+	 * plane] (GICE_CT_RNDV_BYTES; auto: ct_rndv_auto) */
+	uint64_t rndv_from[2][2];
 	uint64_t rto_min_ns, rto_max_ns, timeout_ns, hb_ns;
 	_Atomic int reliable; /* retransmit on timeout / selective ack */
 	_Atomic int csum;     /* send and require CRC32C */
@@ -195,13 +201,18 @@ struct ct_engine {
 	uint32_t act_head[CT_QOS_CLASSES], act_tail[CT_QOS_CLASSES]; /* messages being sent */
 	uint32_t resp_head[CT_QOS_CLASSES], resp_tail[CT_QOS_CLASSES];
 	uint32_t resp_free;
-	/* rendezvous reads this device (as target) runs: posted or waiting for a read slot */
+	/* rendezvous reads this device runs (as a put's target, as a get's requester): posted, or
+	 * waiting in FIFO order for one of the fabric's FAB_READS_MAX read slots (ct_link_rndv.c) */
 	struct ct_read {
-		uint32_t gid, msg_id;
-		uint64_t off, len, src_off;
-		uint8_t state; /* 0 free, 1 waiting to post, 2 posted */
-	} reads[FAB_READS_MAX];
-	uint32_t reads_waiting;
+		uint32_t gid, msg_id; /* the peer read from, and the message the read serves */
+		uint64_t off, len;    /* where the bytes go in this device's memory */
+		uint64_t src_off;     /* where they are in the peer's */
+		uint8_t kind;         /* enum ct_read_kind */
+		uint8_t state;        /* enum ct_read_state */
+	} reads[CT_READS];
+	uint32_t reads_free[CT_READS], n_reads_free, reads_fresh; /* free: a stack, then never used */
+	uint32_t reads_wait[CT_READS], reads_wait_head;           /* waiting: a ring of indices */
+	uint32_t reads_waiting;                                    /* ... this many from the head */
 	uint32_t act_len[CT_QOS_CLASSES];
 	uint32_t wrr_class;
 	uint32_t acks_pending;
@@ -347,6 +358,10 @@ ct_msg_t *ct_queue_response(struct ct_engine *e, uint8_t kind, uint32_t gid, uin
 /* One fabric message: its packets (a bundle of one or more), in order. */
 void ct_rx_message(struct ct_engine *e, const uint8_t *buf, size_t len);
 void ct_rx_packet(struct ct_engine *e, const uint8_t *buf, size_t len);
+/* The request message msg_id to peer p, of kind (0xff: any), with its index in *idx; or NULL. */
+ct_msg_t *ct_req_by_id(struct ct_engine *e, ct_peer_t *p, uint64_t msg_id, uint8_t kind, uint32_t *idx);
+/* Request idx has its response (status: how it ended); it completes if nothing else is due. */
+void ct_resp_done(struct ct_engine *e, uint32_t idx, int status);
 int ct_flush_delayed_acks(struct ct_engine *e, uint64_t now);
 void ct_landed(struct ct_engine *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s);
 void ct_rx_fail(struct ct_engine *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status);
@@ -355,10 +370,19 @@ int ct_rx_signal_check(struct ct_engine *e, ct_rx_slot_t *s, const ct_hdr_t *h);
 void ct_rx_ack(struct ct_engine *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint64_t sack);
 void ct_complete_upto(struct ct_engine *e, ct_peer_t *p, uint32_t cum);
 int ct_check_rto(struct ct_engine *e, uint64_t now);
-/* ct_link_rndv.c: rendezvous puts at the target */
+/* ct_link_rndv.c: rendezvous — large puts at the target, large gets at the requester */
+/* The size GICE_CT_RNDV_BYTES=auto stands for, measured per provider, op (get 0: put) and path
+ * (plane 1: the NVLink plane's copy, 0: the provider's remote read). */
+uint64_t ct_rndv_auto(const char *provider, int get, int plane);
+/* Whether message m (a put or get to peer p, not yet started) moves its data by rendezvous. */
+int ct_rndv_choose(const struct ct_engine *e, const ct_peer_t *p, const ct_msg_t *m);
 void ct_rx_rts(struct ct_engine *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h);
+/* GET_GO for get idx from peer p: the target validated the range; read it (or copy it). */
+void ct_rx_get_go(struct ct_engine *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h);
 int ct_post_reads(struct ct_engine *e);
 void ct_read_done(struct ct_engine *e, struct ct_read *r, int status);
+/* Drop the reads from peer gid that wait for a slot (it failed). */
+void ct_reads_cancel(struct ct_engine *e, uint32_t gid);
 /* ct_link_watch.c: failed peers, the link's watchdog */
 /* Fail every operation to gid with status and stop talking to it; logs why (when not NULL).
  * Returns the number of operations failed. */

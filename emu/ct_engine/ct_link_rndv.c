@@ -1,29 +1,132 @@
-/* ct_link_rndv.c: rendezvous puts at the target — a large put is announced (PUT_RTS) and its
- * bytes move by one remote read that this device issues after validating, or by a copy when the
- * initiator's memory is mapped here (NVLink plane); PUT_DONE tells the initiator. Runs under
- * the link lock, like the rest of the link. */
+/* ct_link_rndv.c: rendezvous — a large message's bytes move by one remote read (or, when the
+ * peer's memory is mapped here on the NVLink plane, one memcpy) instead of being cut into
+ * packets, and never before the device whose memory is addressed by key has validated the range
+ * against its registration:
+ *   put: the initiator announces it (PUT_RTS); the target validates key, range and signal, reads
+ *        the bytes from the initiator's memory into the validated place and answers PUT_DONE;
+ *   get: the requester asks (GET_RNDV); the target validates key and range as for a GET_REQ and
+ *        answers GET_GO with the data's offset in its memory; only then does the requester read
+ *        (or copy) the bytes into its destination, and the get completes.
+ * Both directions share one table of reads (posted, or waiting for a fabric read slot). When to
+ * use it: GICE_CT_RNDV_BYTES, by default measured per provider and path (ct_rndv_auto). Runs
+ * under the link lock, like the rest of the link. */
 #include "emu/ct_engine/ct_internal.h"
 
 #include <string.h>
 
-/* Post the rendezvous reads waiting for a fabric read slot. */
+/* ---------------------------------------------------------------- when */
+
+/* GICE_CT_RNDV_BYTES=auto: from which size a put or get goes by rendezvous, per provider, op and
+ * path, measured on this project's 2-core development VM (libfabric 1.17, both ranks on
+ * loopback; each run started on an idle machine, other jobs shared it at times: medians of 3
+ * runs; docs/protocol.md#when-rendezvous-is-used has the figures). Each entry is the smallest
+ * size at which rendezvous was at least as fast as packets (within 3%) in all of
+ *   - put ping-pong, one-way latency:
+ *       GICE_PLANE=net|auto FI_TCP_IFACE=lo GICE_CT_RNDV_BYTES=0|1024 build/bin/gicerun -n 2 \
+ *         build/bin/gice-bench put --csv --iters 1000 --provider P --sizes 2k,4k,...,1m
+ *   - one put or get at a time, issue to completion, and 16 at a time (test_get's measurement):
+ *       ... build/bin/gicerun -n 2 build/tests/test_get --bench --window 1|16 --provider P ...
+ * Paths: net, the provider's fi_read (GICE_PLANE=net); plane, the NVLink plane's memcpy, with
+ * the control packets over the provider. A rendezvous put moves its data a round trip later
+ * than packets would (the target reads); a rendezvous get on the plane no later (the requester
+ * copies once the target said yes), while by packets the target cuts and sends every slice:
+ * gets cross over sooner. 2 KiB is the smallest size measured. A provider not listed keeps the
+ * former 64 KiB. */
+static const struct {
+	const char *prefix; /* provider name, or its first layer ("tcp" for "tcp;ofi_rxm") */
+	uint64_t from[2][2]; /* [put, get][net, plane] */
+} rndv_table[] = {
+	{"shm", {{16384, 4096}, {32768, 2048}}},
+	{"tcp", {{16384, 8192}, {8192, 2048}}},
+};
+
+uint64_t ct_rndv_auto(const char *provider, int get, int plane)
+{
+	for (size_t i = 0; provider && i < GICE_ARRAY_SIZE(rndv_table); i++) {
+		size_t n = strlen(rndv_table[i].prefix);
+		if (!strncmp(provider, rndv_table[i].prefix, n) && (provider[n] == '\0' || provider[n] == ';'))
+			return rndv_table[i].from[!!get][!!plane];
+	}
+	return 65536;
+}
+
+int ct_rndv_choose(const ct_engine_t *e, const ct_peer_t *p, const ct_msg_t *m)
+{
+	uint64_t from = e->rndv_from[m->kind == MK_GET][p->map != NULL];
+
+	/* the side that moves the bytes must reach the other's memory: mapped on the plane, or
+	 * both memories registered for the provider's remote reads */
+	return (m->kind == MK_PUT || m->kind == MK_GET) && (p->map || (e->rma && p->rma)) && from &&
+	       m->len >= from;
+}
+
+/* ---------------------------------------------------------------- the read table */
+
+static struct ct_read *read_alloc(ct_engine_t *e)
+{
+	uint32_t i;
+
+	if (e->n_reads_free)
+		i = e->reads_free[--e->n_reads_free];
+	else if (e->reads_fresh < CT_READS)
+		i = e->reads_fresh++;
+	else
+		return NULL;
+	return &e->reads[i];
+}
+
+static void read_free(ct_engine_t *e, struct ct_read *r)
+{
+	r->state = CT_RD_FREE;
+	e->reads_free[e->n_reads_free++] = (uint32_t)(r - e->reads);
+	atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
+}
+
+/* Queue read r (filled in) for a fabric read slot, and post what can be posted. */
+static void read_queue(ct_engine_t *e, struct ct_read *r)
+{
+	r->state = CT_RD_WAITING;
+	e->reads_wait[(e->reads_wait_head + e->reads_waiting++) % CT_READS] = (uint32_t)(r - e->reads);
+	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed); /* keeps CT 0 polling */
+	ct_post_reads(e);
+}
+
+/* Post the reads waiting for a fabric read slot, oldest first. */
 int ct_post_reads(ct_engine_t *e)
 {
 	int n = 0;
 
-	for (uint32_t i = 0; e->reads_waiting && i < FAB_READS_MAX; i++) {
-		struct ct_read *r = &e->reads[i];
-		if (r->state != 1)
-			continue;
-		if (fab_read(e->attr.ep, e->peers[r->gid].addr, r->off, r->len, &e->peers[r->gid].mr, r->src_off, r) ==
-		    GICE_ERR_AGAIN)
-			break;
-		r->state = 2;
+	while (e->reads_waiting) {
+		struct ct_read *r = &e->reads[e->reads_wait[e->reads_wait_head % CT_READS]];
+		ct_peer_t *p = &e->peers[r->gid];
+		int rc = fab_read(e->attr.ep, p->addr, r->off, r->len, &p->mr, r->src_off, r);
+		if (rc == GICE_ERR_AGAIN)
+			break; /* every slot busy: a read completion frees one */
+		e->reads_wait_head++;
 		e->reads_waiting--;
+		r->state = CT_RD_POSTED;
+		if (rc) /* refused at once (logged by the fabric): it ends now */
+			ct_read_done(e, r, rc);
 		n++;
 	}
 	return n;
 }
+
+void ct_reads_cancel(ct_engine_t *e, uint32_t gid)
+{
+	uint32_t keep = 0, n = e->reads_waiting;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t ri = e->reads_wait[(e->reads_wait_head + i) % CT_READS];
+		if (e->reads[ri].gid == gid)
+			read_free(e, &e->reads[ri]);
+		else
+			e->reads_wait[(e->reads_wait_head + keep++) % CT_READS] = ri;
+	}
+	e->reads_waiting = keep;
+}
+
+/* ---------------------------------------------------------------- puts, at the target */
 
 /* The data of a rendezvous put is in place (or failed): it has landed; tell the initiator. */
 static void rts_done(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
@@ -39,14 +142,6 @@ static void rts_done(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 	}
 	if (!ct_queue_response(e, MK_PUT_DONE, gid, 0, msg_id, 0, status))
 		gice_error("ct", "no response entry for PUT_DONE of message %u to device %u", msg_id, gid);
-}
-
-/* A rendezvous read ended. */
-void ct_read_done(ct_engine_t *e, struct ct_read *r, int status)
-{
-	rts_done(e, r->gid, r->msg_id, status);
-	r->state = 0;
-	atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
 }
 
 void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
@@ -72,10 +167,7 @@ void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
 	}
 	if (!rc && !e->rma)
 		rc = GICE_ERR_UNSUPPORTED;
-	for (uint32_t i = 0; !rc && i < FAB_READS_MAX && !r; i++)
-		if (e->reads[i].state == 0)
-			r = &e->reads[i];
-	if (!rc && !r)
+	if (!rc && !(r = read_alloc(e)))
 		rc = GICE_ERR_AGAIN;
 	if (rc) {
 		ct_rx_fail(e, s, h, rc);
@@ -83,8 +175,61 @@ void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
 		return;
 	}
 	*r = (struct ct_read){.gid = h->src_gid, .msg_id = h->msg_id, .off = off, .len = h->msg_len,
-			      .src_off = h->aux, .state = 1};
-	e->reads_waiting++;
-	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed); /* keeps CT 0 polling */
-	ct_post_reads(e);
+			      .src_off = h->aux, .kind = CT_RD_PUT};
+	read_queue(e, r);
+}
+
+/* ---------------------------------------------------------------- gets, at the requester */
+
+/* Fail get idx, whose GET_GO this device cannot act on, saying why with the values. */
+static void go_fail(ct_engine_t *e, uint32_t idx, const ct_hdr_t *h, int status, const char *why)
+{
+	ct_msg_t *m = &e->msgs[idx];
+
+	gice_error("ct", "device %u: get of %llu bytes from device %u (msg %u), data at offset %llu there: %s; "
+		   "the get fails with %s", e->attr.gid, (unsigned long long)m->len, m->peer, m->msg_id,
+		   (unsigned long long)h->value, why, gice_status_name(status));
+	ct_resp_done(e, idx, status);
+}
+
+void ct_rx_get_go(ct_engine_t *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h)
+{
+	ct_msg_t *m = &e->msgs[idx];
+	struct ct_read *r;
+
+	m->recvd = m->len; /* the one GET_GO it takes */
+	if (p->map) {
+		/* NVLink plane: the target's memory is mapped here; the offset came off the wire */
+		if (h->value > p->map_size || m->len > p->map_size - h->value) {
+			ct_stat_add(e, CT_STAT_rx_bad, 1); /* a hostile GET_GO: once per get at most */
+			go_fail(e, idx, h, GICE_ERR_OUT_OF_BOUNDS, "outside its memory");
+			return;
+		}
+		memcpy(e->base + m->src_off, p->map + h->value, m->len);
+		ct_resp_done(e, idx, GICE_OK);
+		return;
+	}
+	if (!(r = read_alloc(e))) {
+		go_fail(e, idx, h, GICE_ERR_AGAIN, "every rendezvous read entry is in use");
+		return;
+	}
+	/* the provider bounds the read by the target's registration of its memory */
+	*r = (struct ct_read){.gid = m->peer, .msg_id = m->msg_id, .off = m->src_off, .len = m->len,
+			      .src_off = h->value, .kind = CT_RD_GET};
+	read_queue(e, r);
+}
+
+/* A rendezvous read ended. */
+void ct_read_done(ct_engine_t *e, struct ct_read *r, int status)
+{
+	if (r->kind == CT_RD_PUT) {
+		rts_done(e, r->gid, r->msg_id, status);
+	} else {
+		uint32_t idx;
+		ct_msg_t *m = ct_req_by_id(e, &e->peers[r->gid], r->msg_id, MK_GET, &idx);
+		/* the get may have failed meanwhile (its peer died): then the read serves nothing */
+		if (m && m->rndv && (m->need & NEED_RESP))
+			ct_resp_done(e, idx, status);
+	}
+	read_free(e, r);
 }

@@ -24,7 +24,7 @@ static uint64_t ack_delay_ns(const ct_engine_t *e)
 	return e->rto_min_ns / 4;
 }
 
-static ct_msg_t *req_by_id(ct_engine_t *e, ct_peer_t *p, uint64_t msg_id, uint8_t kind, uint32_t *idx)
+ct_msg_t *ct_req_by_id(ct_engine_t *e, ct_peer_t *p, uint64_t msg_id, uint8_t kind, uint32_t *idx)
 {
 	uint32_t slot = p->by_id[msg_id & (CT_PEER_WIN - 1)];
 	ct_msg_t *m;
@@ -38,7 +38,7 @@ static ct_msg_t *req_by_id(ct_engine_t *e, ct_peer_t *p, uint64_t msg_id, uint8_
 	return m;
 }
 
-static void resp_done(ct_engine_t *e, uint32_t idx, int status)
+void ct_resp_done(ct_engine_t *e, uint32_t idx, int status)
 {
 	ct_msg_t *m = &e->msgs[idx];
 
@@ -143,7 +143,8 @@ void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
 		/* once per message, with the values involved */
 		gice_error("ct", "%s from device %u (msg %u): key 0x%llx offset %llu length %u: %s", ct_pkt_name(h->op),
 			   h->src_gid, h->msg_id, (unsigned long long)h->rkey, (unsigned long long)h->roff,
-			   h->op == CT_PKT_GET_REQ ? (uint32_t)h->value : h->msg_len, gice_status_name(status));
+			   h->op == CT_PKT_GET_REQ || h->op == CT_PKT_GET_RNDV ? (uint32_t)h->value : h->msg_len,
+			   gice_status_name(status));
 		s->status = status;
 		ct_send_nack(e, h->src_gid, h->msg_id, status);
 	}
@@ -192,8 +193,9 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 		ct_rx_rts(e, p, s, h);
 		return;
 	case CT_PKT_GET_REQ:
+	case CT_PKT_GET_RNDV:
 	case CT_PKT_ATOMIC_REQ: {
-		uint64_t len = h->op == CT_PKT_GET_REQ ? h->value : 8;
+		uint64_t len = h->op == CT_PKT_ATOMIC_REQ ? 8 : h->value;
 		rc = len > UINT32_MAX ? GICE_ERR_INVALID : hbm_translate_key(e->attr.hbm, h->rkey, h->roff, len, &off);
 		if (!rc && h->op == CT_PKT_ATOMIC_REQ && (off & 7))
 			rc = GICE_ERR_INVALID;
@@ -215,6 +217,14 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 			ct_landed(e, h->src_gid, p, s);
 			return;
 		}
+		if (h->op == CT_PKT_GET_RNDV) {
+			/* validated: the requester reads the range itself once GET_GO tells it where */
+			ct_msg_t *m = ct_queue_response(e, MK_GET_RESP, h->src_gid, h->qos, h->msg_id, off, GICE_OK);
+			m->rndv = 1;
+			m->len = len;
+			ct_landed(e, h->src_gid, p, s);
+			return;
+		}
 		ct_msg_t *m = ct_queue_response(e, MK_GET_RESP, h->src_gid, h->qos, h->msg_id, 0, GICE_OK);
 		m->src_off = off;
 		m->len = len;
@@ -229,8 +239,8 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
 {
 	uint32_t idx;
-	uint8_t kind = h->op == CT_PKT_GET_RESP ? MK_GET : h->op == CT_PKT_PUT_DONE ? MK_PUT : MK_AMO;
-	ct_msg_t *m = req_by_id(e, p, h->aux, kind, &idx);
+	uint8_t kind = h->op == CT_PKT_PUT_DONE ? MK_PUT : h->op == CT_PKT_ATOMIC_RESP ? MK_AMO : MK_GET;
+	ct_msg_t *m = ct_req_by_id(e, p, h->aux, kind, &idx);
 
 	if (!m || !(m->need & NEED_RESP)) {
 		gice_error("ct", "%s from device %u for unknown request %llu: dropped", ct_pkt_name(h->op), h->src_gid,
@@ -239,29 +249,35 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 		return;
 	}
 	if (h->status) {
-		resp_done(e, idx, h->status);
+		ct_resp_done(e, idx, h->status);
 		return;
 	}
 	if (h->op == CT_PKT_PUT_DONE) {
-		resp_done(e, idx, GICE_OK);
+		ct_resp_done(e, idx, GICE_OK);
 		return;
 	}
 	if (h->op == CT_PKT_ATOMIC_RESP) {
 		if (!(m->rflags & CT_RF_NO_RESULT))
 			memcpy(e->base + m->src_off, &h->value, 8);
-		resp_done(e, idx, GICE_OK);
+		ct_resp_done(e, idx, GICE_OK);
 		return;
 	}
-	if (h->msg_len != m->len) {
-		gice_error("ct", "get response of %u bytes for a get of %llu: dropped", h->msg_len,
-			   (unsigned long long)m->len);
+	/* a rendezvous get takes one GET_GO and no data; any other get only data */
+	if (h->msg_len != m->len || (h->op == CT_PKT_GET_GO) != m->rndv || (m->rndv && m->recvd)) {
+		gice_error("ct", "%s of %u bytes from device %u for a %sget of %llu (msg %u): dropped",
+			   ct_pkt_name(h->op), h->msg_len, h->src_gid, m->rndv ? "rendezvous " : "",
+			   (unsigned long long)m->len, m->msg_id);
 		ct_stat_add(e, CT_STAT_rx_bad, 1);
+		return;
+	}
+	if (m->rndv) {
+		ct_rx_get_go(e, p, idx, h);
 		return;
 	}
 	memcpy(e->base + m->src_off + h->moff, payload, h->payload_len);
 	m->recvd += h->payload_len;
 	if (m->recvd >= m->len)
-		resp_done(e, idx, GICE_OK);
+		ct_resp_done(e, idx, GICE_OK);
 }
 
 void ct_rx_message(ct_engine_t *e, const uint8_t *buf, size_t len)
@@ -356,10 +372,11 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 
 	if (h.op == CT_PKT_NACK) {
 		uint32_t idx;
-		ct_msg_t *m = req_by_id(e, p, h.msg_id, 0xff, &idx);
+		ct_msg_t *m = ct_req_by_id(e, p, h.msg_id, 0xff, &idx);
 		if (m && h.status < 0)
-			resp_done(e, idx, h.status);
-	} else if (h.op == CT_PKT_GET_RESP || h.op == CT_PKT_ATOMIC_RESP || h.op == CT_PKT_PUT_DONE) {
+			ct_resp_done(e, idx, h.status);
+	} else if (h.op == CT_PKT_GET_RESP || h.op == CT_PKT_GET_GO || h.op == CT_PKT_ATOMIC_RESP ||
+		   h.op == CT_PKT_PUT_DONE) {
 		rx_response(e, p, &h, buf + CT_HDR_BYTES);
 	} else {
 		rx_request(e, p, &h, buf + CT_HDR_BYTES);
@@ -387,7 +404,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 			e->dack_next_ns = p->t_ack_wait + ack_delay_ns(e);
 	}
 	if ((h.flags & CT_HF_LAST) && (h.op == CT_PKT_PUT || h.op == CT_PKT_GET_REQ || h.op == CT_PKT_ATOMIC_REQ ||
-				       h.op == CT_PKT_PUT_RTS)) {
+				       h.op == CT_PKT_PUT_RTS || h.op == CT_PKT_GET_RNDV)) {
 		p->ack_soon = e->pass;
 		e->dack_next_ns = 0;
 	} else if (h.flags & CT_HF_LAST) {

@@ -197,10 +197,12 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 				return SEND_BLOCKED;
 			m->msg_id = p->next_msg_id++;
 			p->by_id[m->msg_id & (CT_PEER_WIN - 1)] = idx + 1;
-			/* a large put moves by one remote read that the target issues after validating;
-			 * it completes on the target's PUT_DONE, like a get on its response */
-			m->rndv = m->kind == MK_PUT && ((e->rma && p->rma) || p->map) && e->rndv_bytes &&
-				  m->len >= e->rndv_bytes;
+			/* a large put or get moves by one remote read (or plane copy) once the peer
+			 * has validated the range; a put then completes on the target's PUT_DONE, like
+			 * a get on its data */
+			m->rndv = (uint8_t)ct_rndv_choose(e, p, m);
+			if (m->rndv)
+				ct_stat_add(e, CT_STAT_rndv_ops, 1);
 			m->need = NEED_ACK | (m->kind == MK_PUT && !m->rndv ? 0 : NEED_RESP);
 		} else {
 			m->need = NEED_ACK;
@@ -210,8 +212,9 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	h.msg_id = m->msg_id;
 	if (m->sent == 0)
 		h.flags |= CT_HF_FIRST;
-	switch (m->rndv ? (uint8_t)0xff : m->kind) {
-	case 0xff: /* rendezvous put: announce it; the target reads the bytes at aux */
+#define RNDV_(kind) (0x80 | (kind)) /* the rendezvous form of a kind */
+	switch (m->rndv ? RNDV_(m->kind) : m->kind) {
+	case RNDV_(MK_PUT): /* rendezvous put: announce it; the target reads the bytes at aux */
 		h.op = CT_PKT_PUT_RTS;
 		h.msg_len = (uint32_t)m->len;
 		h.aux = m->src_off;
@@ -221,6 +224,17 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 			h.sig_id = m->sig_id;
 			h.value = m->value;
 		}
+		break;
+	case RNDV_(MK_GET): /* rendezvous get: ask; we read the bytes where GET_GO says */
+		h.op = CT_PKT_GET_RNDV;
+		h.value = m->len;
+		break;
+	case RNDV_(MK_GET_RESP): /* the range of get aux is validated: the data is at value */
+		h.op = CT_PKT_GET_GO;
+		h.msg_len = (uint32_t)m->len;
+		h.value = m->value;
+		h.aux = m->aux;
+		h.status = m->status;
 		break;
 	case MK_PUT:
 	case MK_GET_RESP:
@@ -267,7 +281,9 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		h.status = m->status;
 		break;
 	}
-	/* get and atomic requests and atomic responses are one packet; data messages end at len */
+#undef RNDV_
+	/* get and atomic requests, rendezvous messages and atomic responses are one packet; data
+	 * messages end at len */
 	int last = m->rndv || (m->kind != MK_PUT && m->kind != MK_GET_RESP) || m->sent + plen >= m->len;
 	if (last)
 		h.flags |= CT_HF_LAST;

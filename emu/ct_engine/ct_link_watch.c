@@ -83,14 +83,7 @@ uint32_t ct_peer_fail(ct_engine_t *e, uint32_t gid, int status, const char *why)
 	p->dead = 1;
 	p->dead_status = status;
 	n = fail_peer_msgs(e, gid, status);
-	for (uint32_t i = 0; i < FAB_READS_MAX; i++) {
-		struct ct_read *r = &e->reads[i];
-		if (r->state == 1 && r->gid == gid) {
-			r->state = 0;
-			e->reads_waiting--;
-			atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
-		}
-	}
+	ct_reads_cancel(e, gid);
 	p->acked_psn = p->next_psn;
 	p->ack_held = 0;
 	ct_ack_owed_clear(e, p);

@@ -151,7 +151,8 @@ int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
 		if (h->payload_len == 0 && h->msg_len != 0)
 			return bad(why, "empty packet of a non-empty message");
 		break;
-	case CT_PKT_PUT_RTS: /* announces msg_len bytes, carries none */
+	case CT_PKT_PUT_RTS: /* announce msg_len bytes, carry none */
+	case CT_PKT_GET_GO:
 		if (h->payload_len || h->moff)
 			return bad(why, "control packet with payload");
 		break;

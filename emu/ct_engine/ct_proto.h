@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define CT_PROTO_MAGIC 0x45434947u /* "GICE" little-endian */
-#define CT_PROTO_VERSION 2
+#define CT_PROTO_VERSION 2 /* 2: piggybacked acks, bundles, rendezvous gets (GET_RNDV, GET_GO) */
 #define CT_HDR_BYTES 96
 #define CT_MAX_PAYLOAD (1u << 20) /* largest MTU accepted */
 
@@ -26,7 +26,9 @@
 	X(CT_PKT_PUT_RTS, 8, "PUT_RTS")         /* put of msg_len bytes: read them at aux */ \
 	X(CT_PKT_PUT_DONE, 9, "PUT_DONE")       /* the read of PUT_RTS aux ended with status */ \
 	X(CT_PKT_HEARTBEAT, 10, "HEARTBEAT")    /* unsequenced: "still here" when idle */ \
-	X(CT_PKT_BYE, 11, "BYE")                /* unsequenced: the sender's device is closing */
+	X(CT_PKT_BYE, 11, "BYE")                /* unsequenced: the sender's device is closing */ \
+	X(CT_PKT_GET_RNDV, 12, "GET_RNDV")      /* get the requester reads itself once GET_GO says so */ \
+	X(CT_PKT_GET_GO, 13, "GET_GO")          /* GET_RNDV aux validated: read msg_len bytes at value */
 
 enum ct_pkt_op {
 #define CT_PKT_ENUM_(n, v, s) n = v,
@@ -68,6 +70,7 @@ typedef struct {
 	uint32_t sig_id;      /* 56 target signal counter (CT_HF_SIGNAL) */
 	int32_t status;       /* 60 NACK / responses: gice_status_t */
 	uint64_t value;       /* 64 signal value, atomic operand or old value, get length;
+			       *    GET_GO: offset of the data in the sender's device memory;
 			       *    ACK: the acker's next psn towards us (completion fence) */
 	uint64_t aux;         /* 72 atomic compare; responses: request msg id; ACK: selective
 			       *    ack, bit i = psn (cumulative + 1 + i) received */
