@@ -22,21 +22,32 @@ enum ct_read_state { CT_RD_FREE, CT_RD_WAITING, CT_RD_POSTED };
 enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP, MK_PUT_DONE, MK_NACK };
 enum { NEED_ACK = 1, NEED_RESP = 2 };
 
-/* One message: a request being sent or awaiting its ack/response, or a response. Plain data. */
+/* A message's life (the Initiator's state machine; see ct_link.c):
+ *   FREE -> QUEUED    its CT took the request (or the link queued a response)
+ *   QUEUED -> READY   the link moved it onto its QoS class list (a fence completes instead)
+ *   READY -> SENDING  its first packet got a msg_id and a psn
+ *   SENDING -> WAITING every packet is out: it awaits its ACK (NEED_ACK) and its response
+ *                     (NEED_RESP: a get's data, an atomic's old value, a rendezvous's PUT_DONE)
+ *   any -> FREE       completed: counter written, ticket retired (or failed: the same). */
+enum ct_msg_state { MS_FREE, MS_QUEUED, MS_READY, MS_SENDING, MS_WAITING };
+
+/* One message: a request being sent or awaiting its ack/response, or a response. Plain data.
+ * req is the operation as its CT took it from the queue or a descriptor (one representation:
+ * the link reads the request's fields there); for a response, what it answers with. */
 typedef struct {
-	uint8_t kind, qos, rflags, need;
-	uint8_t live, started, rndv;
+	ct_req_t req;
+	uint8_t kind, qos, need, state; /* enum ct_msg_kind, QoS class, NEED_*, enum ct_msg_state */
+	uint8_t rndv;        /* its data moves by rendezvous (a put or get; ct_rndv_choose) */
 	uint8_t nack_unsent; /* MK_NACK: counted in its peer's nack_unsent */
 	uint32_t owner;   /* CT index whose pool holds it, or CT_NIL for the link pool */
-	uint32_t conn, peer, msg_id, counter, sig_id, first_psn, last_psn, mtu, next;
+	uint32_t peer, msg_id, first_psn, last_psn, mtu, next;
 	uint32_t trig;    /* counter whose trigger fired it (armed descriptor), or TM_NONE */
 	uint64_t thresh;  /* ... at this threshold */
 	int32_t status;
 	uint64_t ticket;  /* request queue ticket to retire, or UINT64_MAX */
-	uint64_t src_off; /* local device offset */
-	uint64_t len, sent, recvd;
-	uint64_t rkey, roff, value, compare, aux;
-	uint64_t t_issue, t_pickup, t_first_tx;
+	uint64_t sent, recvd;
+	uint64_t aux;     /* request: which atomic (enum ct_op); response: the request's msg_id */
+	uint64_t t_pickup, t_first_tx;
 } ct_msg_t;
 
 /* Single-producer (one CT) single-consumer (the link holder) ring of message indices. */

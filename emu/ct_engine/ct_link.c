@@ -6,9 +6,10 @@
  * Every function of the link runs under the engine's link lock, taken by whichever CT thread gets
  * it first (ct_link_progress); nothing in it allocates or blocks.
  *
- * Initiator states of a message: QUEUED (in its CT's ring) → SENDING (on a class list, cut into
- * packets) → WAITING (all packets out; awaiting the cumulative ack and, for get and atomics, the
- * response) → DONE (counter written, ticket retired, entry freed).
+ * Initiator states of a message (enum ct_msg_state, ct_internal.h): QUEUED (in its CT's ring)
+ * → READY (on a class list) → SENDING (numbered, cut into packets) → WAITING (all packets out;
+ * awaiting the cumulative ack and, for get, atomics and rendezvous, the response) → FREE
+ * (counter written, ticket retired, entry freed).
  */
 #include "emu/ct_engine/ct_internal.h"
 
@@ -27,8 +28,8 @@ static void trace_add(ct_engine_t *e, const ct_msg_t *m, uint64_t now)
 
 	tr->op = m->kind;
 	tr->peer_gid = m->peer;
-	tr->bytes = m->len;
-	tr->t_issue = m->t_issue;
+	tr->bytes = m->req.len;
+	tr->t_issue = m->req.t_issue;
 	tr->t_pickup = m->t_pickup;
 	tr->t_first_tx = m->t_first_tx;
 	tr->t_complete = now;
@@ -41,7 +42,7 @@ void ct_complete_msg(ct_engine_t *e, uint32_t idx)
 
 	if (m->kind <= MK_AMO) {
 		ct_peer_t *p = &e->peers[m->peer];
-		if (m->started) {
+		if (m->state >= MS_SENDING) { /* it had a msg_id */
 			p->by_id[m->msg_id & (CT_PEER_WIN - 1)] = 0;
 			while (p->done_upto != p->next_msg_id && !p->by_id[p->done_upto & (CT_PEER_WIN - 1)])
 				p->done_upto++;
@@ -51,10 +52,10 @@ void ct_complete_msg(ct_engine_t *e, uint32_t idx)
 	}
 	if (m->kind <= MK_FENCE) {
 		ct_stat_add(e, m->status ? CT_STAT_ops_failed : CT_STAT_ops_done, 1);
-		ct_complete_counter(e, m->counter, m->status);
+		ct_complete_counter(e, m->req.counter, m->status);
 		ct_retire(e, m->owner, m->ticket);
 	}
-	m->live = 0;
+	m->state = MS_FREE;
 	atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
 	ct_msg_release(e, idx);
 }

@@ -57,7 +57,7 @@ int ct_rndv_choose(const ct_engine_t *e, const ct_peer_t *p, const ct_msg_t *m)
 	/* the side that moves the bytes must reach the other's memory: mapped on the plane, or
 	 * both memories registered for the provider's remote reads */
 	return (m->kind == MK_PUT || m->kind == MK_GET) && (p->map || (e->rma && p->rma)) && from &&
-	       m->len >= from;
+	       m->req.len >= from;
 }
 
 /* ---------------------------------------------------------------- the read table */
@@ -187,7 +187,7 @@ static void go_fail(ct_engine_t *e, uint32_t idx, const ct_hdr_t *h, int status,
 	ct_msg_t *m = &e->msgs[idx];
 
 	gice_error("ct", "device %u: get of %llu bytes from device %u (msg %u), data at offset %llu there: %s; "
-		   "the get fails with %s", e->attr.gid, (unsigned long long)m->len, m->peer, m->msg_id,
+		   "the get fails with %s", e->attr.gid, (unsigned long long)m->req.len, m->peer, m->msg_id,
 		   (unsigned long long)h->value, why, gice_status_name(status));
 	ct_resp_done(e, idx, status);
 }
@@ -197,15 +197,15 @@ void ct_rx_get_go(ct_engine_t *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h)
 	ct_msg_t *m = &e->msgs[idx];
 	struct ct_read *r;
 
-	m->recvd = m->len; /* the one GET_GO it takes */
+	m->recvd = m->req.len; /* the one GET_GO it takes */
 	if (p->map) {
 		/* NVLink plane: the target's memory is mapped here; the offset came off the wire */
-		if (h->value > p->map_size || m->len > p->map_size - h->value) {
+		if (h->value > p->map_size || m->req.len > p->map_size - h->value) {
 			ct_stat_add(e, CT_STAT_rx_bad, 1); /* a hostile GET_GO: once per get at most */
 			go_fail(e, idx, h, GICE_ERR_OUT_OF_BOUNDS, "outside its memory");
 			return;
 		}
-		memcpy(e->base + m->src_off, p->map + h->value, m->len);
+		memcpy(e->base + m->req.src_off, p->map + h->value, m->req.len);
 		ct_resp_done(e, idx, GICE_OK);
 		return;
 	}
@@ -214,7 +214,7 @@ void ct_rx_get_go(ct_engine_t *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h)
 		return;
 	}
 	/* the provider bounds the read by the target's registration of its memory */
-	*r = (struct ct_read){.gid = m->peer, .msg_id = m->msg_id, .off = m->src_off, .len = m->len,
+	*r = (struct ct_read){.gid = m->peer, .msg_id = m->msg_id, .off = m->req.src_off, .len = m->req.len,
 			      .src_off = h->value, .kind = CT_RD_GET};
 	read_queue(e, r);
 }

@@ -221,13 +221,13 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 			/* validated: the requester reads the range itself once GET_GO tells it where */
 			ct_msg_t *m = ct_queue_response(e, MK_GET_RESP, h->src_gid, h->qos, h->msg_id, off, GICE_OK);
 			m->rndv = 1;
-			m->len = len;
+			m->req.len = len;
 			ct_landed(e, h->src_gid, p, s);
 			return;
 		}
 		ct_msg_t *m = ct_queue_response(e, MK_GET_RESP, h->src_gid, h->qos, h->msg_id, 0, GICE_OK);
-		m->src_off = off;
-		m->len = len;
+		m->req.src_off = off;
+		m->req.len = len;
 		/* cut responses to the requester's packet size (GET_REQ aux), never above ours */
 		m->mtu = (uint32_t)GICE_MIN((uint64_t)e->mtu_max, h->aux ? h->aux : e->mtu_max) - CT_HDR_BYTES;
 		ct_landed(e, h->src_gid, p, s);
@@ -257,16 +257,16 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 		return;
 	}
 	if (h->op == CT_PKT_ATOMIC_RESP) {
-		if (!(m->rflags & CT_RF_NO_RESULT))
-			memcpy(e->base + m->src_off, &h->value, 8);
+		if (!(m->req.flags & CT_RF_NO_RESULT))
+			memcpy(e->base + m->req.src_off, &h->value, 8);
 		ct_resp_done(e, idx, GICE_OK);
 		return;
 	}
 	/* a rendezvous get takes one GET_GO and no data; any other get only data */
-	if (h->msg_len != m->len || (h->op == CT_PKT_GET_GO) != m->rndv || (m->rndv && m->recvd)) {
+	if (h->msg_len != m->req.len || (h->op == CT_PKT_GET_GO) != m->rndv || (m->rndv && m->recvd)) {
 		gice_error("ct", "%s of %u bytes from device %u for a %sget of %llu (msg %u): dropped",
 			   ct_pkt_name(h->op), h->msg_len, h->src_gid, m->rndv ? "rendezvous " : "",
-			   (unsigned long long)m->len, m->msg_id);
+			   (unsigned long long)m->req.len, m->msg_id);
 		ct_stat_add(e, CT_STAT_rx_bad, 1);
 		return;
 	}
@@ -274,9 +274,9 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 		ct_rx_get_go(e, p, idx, h);
 		return;
 	}
-	memcpy(e->base + m->src_off + h->moff, payload, h->payload_len);
+	memcpy(e->base + m->req.src_off + h->moff, payload, h->payload_len);
 	m->recvd += h->payload_len;
-	if (m->recvd >= m->len)
+	if (m->recvd >= m->req.len)
 		ct_resp_done(e, idx, GICE_OK);
 }
 

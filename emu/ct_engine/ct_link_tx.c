@@ -174,7 +174,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	ct_msg_t *m = &e->msgs[idx];
 	ct_peer_t *p = &e->peers[m->peer];
 	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .qos = m->qos, .src_gid = e->attr.gid,
-		      .dst_gid = m->peer, .conn_id = m->conn, .rkey = m->rkey, .roff = m->roff};
+		      .dst_gid = m->peer, .conn_id = m->req.conn, .rkey = m->req.rkey, .roff = m->req.roff};
 	uint8_t buf[CT_HDR_BYTES];
 	const void *payload = NULL;
 	uint32_t plen = 0;
@@ -191,7 +191,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	if (p->next_psn - p->acked_psn >= e->credits ||
 	    (atomic_load_explicit(&e->reliable, memory_order_relaxed) && p->next_psn - p->acked_psn >= p->cwnd))
 		return SEND_BLOCKED;
-	if (!m->started) {
+	if (m->state == MS_READY) { /* its first packet: number it */
 		if (m->kind <= MK_AMO) {
 			if (p->next_msg_id - p->done_upto >= CT_PEER_WIN)
 				return SEND_BLOCKED;
@@ -207,7 +207,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		} else {
 			m->need = NEED_ACK;
 		}
-		m->started = 1;
+		m->state = MS_SENDING;
 	}
 	h.msg_id = m->msg_id;
 	if (m->sent == 0)
@@ -216,39 +216,39 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	switch (m->rndv ? RNDV_(m->kind) : m->kind) {
 	case RNDV_(MK_PUT): /* rendezvous put: announce it; the target reads the bytes at aux */
 		h.op = CT_PKT_PUT_RTS;
-		h.msg_len = (uint32_t)m->len;
-		h.aux = m->src_off;
-		if (m->rflags & CT_RF_SIGNAL) {
-			h.flags |= CT_HF_SIGNAL | ((m->rflags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
-				   ((m->rflags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
-			h.sig_id = m->sig_id;
-			h.value = m->value;
+		h.msg_len = (uint32_t)m->req.len;
+		h.aux = m->req.src_off;
+		if (m->req.flags & CT_RF_SIGNAL) {
+			h.flags |= CT_HF_SIGNAL | ((m->req.flags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
+				   ((m->req.flags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
+			h.sig_id = m->req.sig_id;
+			h.value = m->req.value;
 		}
 		break;
 	case RNDV_(MK_GET): /* rendezvous get: ask; we read the bytes where GET_GO says */
 		h.op = CT_PKT_GET_RNDV;
-		h.value = m->len;
+		h.value = m->req.len;
 		break;
 	case RNDV_(MK_GET_RESP): /* the range of get aux is validated: the data is at value */
 		h.op = CT_PKT_GET_GO;
-		h.msg_len = (uint32_t)m->len;
-		h.value = m->value;
+		h.msg_len = (uint32_t)m->req.len;
+		h.value = m->req.value;
 		h.aux = m->aux;
 		h.status = m->status;
 		break;
 	case MK_PUT:
 	case MK_GET_RESP:
 		h.op = m->kind == MK_PUT ? CT_PKT_PUT : CT_PKT_GET_RESP;
-		plen = (uint32_t)GICE_MIN(m->len - m->sent, (uint64_t)m->mtu);
-		payload = e->base + m->src_off + m->sent;
-		h.msg_len = (uint32_t)m->len;
+		plen = (uint32_t)GICE_MIN(m->req.len - m->sent, (uint64_t)m->mtu);
+		payload = e->base + m->req.src_off + m->sent;
+		h.msg_len = (uint32_t)m->req.len;
 		h.moff = (uint32_t)m->sent;
 		h.payload_len = plen;
-		if (m->kind == MK_PUT && (m->rflags & CT_RF_SIGNAL)) {
-			h.flags |= CT_HF_SIGNAL | ((m->rflags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
-				   ((m->rflags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
-			h.sig_id = m->sig_id;
-			h.value = m->value;
+		if (m->kind == MK_PUT && (m->req.flags & CT_RF_SIGNAL)) {
+			h.flags |= CT_HF_SIGNAL | ((m->req.flags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
+				   ((m->req.flags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
+			h.sig_id = m->req.sig_id;
+			h.value = m->req.value;
 		}
 		if (m->kind == MK_GET_RESP) {
 			h.aux = m->aux;
@@ -257,21 +257,21 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		break;
 	case MK_GET:
 		h.op = CT_PKT_GET_REQ;
-		h.value = m->len;
+		h.value = m->req.len;
 		h.aux = m->mtu + CT_HDR_BYTES; /* largest response packet we take */
 		break;
 	case MK_AMO:
 		h.op = CT_PKT_ATOMIC_REQ;
-		h.value = m->value;
+		h.value = m->req.value;
 		if (m->aux == CT_OP_AMO_CSWAP) {
 			h.flags |= CT_HF_CSWAP;
-			h.aux = m->compare;
+			h.aux = m->req.compare;
 		}
 		break;
 	case MK_AMO_RESP:
 	case MK_PUT_DONE:
 		h.op = m->kind == MK_AMO_RESP ? CT_PKT_ATOMIC_RESP : CT_PKT_PUT_DONE;
-		h.value = m->value;
+		h.value = m->req.value;
 		h.aux = m->aux;
 		h.status = m->status;
 		break;
@@ -284,7 +284,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 #undef RNDV_
 	/* get and atomic requests, rendezvous messages and atomic responses are one packet; data
 	 * messages end at len */
-	int last = m->rndv || (m->kind != MK_PUT && m->kind != MK_GET_RESP) || m->sent + plen >= m->len;
+	int last = m->rndv || (m->kind != MK_PUT && m->kind != MK_GET_RESP) || m->sent + plen >= m->req.len;
 	if (last)
 		h.flags |= CT_HF_LAST;
 	h.psn = p->next_psn;
@@ -360,6 +360,7 @@ static int pull_rings(ct_engine_t *e)
 					ct_complete_msg(e, idx);
 				} else {
 					e->peers[m->peer].inflight++;
+					m->state = MS_READY;
 					ct_fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
 					e->act_len[q]++;
 				}
@@ -368,8 +369,9 @@ static int pull_rings(ct_engine_t *e)
 			atomic_store_explicit(&r->head, head, memory_order_release);
 		}
 		while (e->resp_head[q] != CT_NIL) {
-			ct_fifo_push(e, &e->act_head[q], &e->act_tail[q],
-				     ct_fifo_pop(e, &e->resp_head[q], &e->resp_tail[q]));
+			uint32_t idx = ct_fifo_pop(e, &e->resp_head[q], &e->resp_tail[q]);
+			e->msgs[idx].state = MS_READY;
+			ct_fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
 			e->act_len[q]++;
 			n++;
 		}
@@ -402,10 +404,12 @@ static int send_some(ct_engine_t *e)
 			if (rc == SEND_DONE) {
 				ct_peer_t *p = &e->peers[m->peer];
 				e->act_len[q]--;
-				if (m->need == 0) /* failed at send */
+				if (m->need == 0) { /* failed at send */
 					ct_complete_msg(e, idx);
-				else
+				} else {
+					m->state = MS_WAITING;
 					ct_fifo_push(e, &p->wait_head, &p->wait_tail, idx);
+				}
 			} else {
 				ct_fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
 			}
@@ -432,16 +436,16 @@ ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t 
 	ct_msg_t *m = &e->msgs[ri];
 	memset(m, 0, sizeof(*m));
 	m->owner = CT_NIL;
-	m->live = 1;
+	m->state = MS_QUEUED;
 	m->kind = kind;
 	m->peer = gid;
 	m->qos = qos < CT_QOS_CLASSES ? qos : CT_QOS_CLASSES - 1;
 	m->mtu = e->mtu_max - CT_HDR_BYTES;
 	m->aux = msg_id;
-	m->value = value;
+	m->req.value = value;
 	m->status = status;
 	m->ticket = UINT64_MAX;
-	m->counter = TM_NONE;
+	m->req.counter = TM_NONE;
 	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
 	ct_fifo_push(e, &e->resp_head[m->qos], &e->resp_tail[m->qos], ri);
 	return m;

@@ -32,7 +32,7 @@ static void fail_msg(ct_engine_t *e, uint32_t idx, int status)
 {
 	ct_msg_t *m = &e->msgs[idx];
 
-	if (!m->live)
+	if (m->state == MS_FREE)
 		return;
 	if (!m->status)
 		m->status = status;
@@ -207,22 +207,22 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 				(unsigned long long)p->retx);
 		if (m) {
 			ev.op_name = kind_name(m->kind);
-			ev.bytes = m->len;
+			ev.bytes = m->req.len;
 			ev.msg_id = m->msg_id;
 			ev.trigger = m->trig;
 			ev.threshold = m->thresh;
-			ev.counter = m->counter;
-			if (m->counter != TM_NONE)
-				ev.counter_value = tm_counter_read(e->attr.tm, m->counter);
+			ev.counter = m->req.counter;
+			if (m->req.counter != TM_NONE)
+				ev.counter_value = tm_counter_read(e->attr.tm, m->req.counter);
 			len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
 					"; oldest: %s of %llu B, msg %u, psn %u..%u", ev.op_name,
-					(unsigned long long)m->len, m->msg_id, m->first_psn, m->last_psn);
+					(unsigned long long)m->req.len, m->msg_id, m->first_psn, m->last_psn);
 			if (m->trig != TM_NONE)
 				len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
 						", fired by trigger %u at %llu", m->trig, (unsigned long long)m->thresh);
-			if (m->counter != TM_NONE)
+			if (m->req.counter != TM_NONE)
 				len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
-						", completion counter %u expected %llu found %llu", m->counter,
+						", completion counter %u expected %llu found %llu", m->req.counter,
 						(unsigned long long)ev.counter_value + 1,
 						(unsigned long long)ev.counter_value);
 		}
@@ -272,11 +272,11 @@ void ct_link_cancel_all(ct_engine_t *e)
 
 	for (uint32_t i = 0; i < n; i++) {
 		ct_msg_t *m = &e->msgs[i];
-		if (!m->live)
+		if (m->state == MS_FREE)
 			continue;
-		m->live = 0;
+		m->state = MS_FREE;
 		if (m->kind <= MK_FENCE) {
-			ct_complete_counter(e, m->counter, GICE_ERR_CANCELED);
+			ct_complete_counter(e, m->req.counter, GICE_ERR_CANCELED);
 			ct_retire(e, m->owner, m->ticket);
 		}
 	}

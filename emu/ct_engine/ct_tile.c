@@ -175,29 +175,23 @@ int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig,
 		return GICE_ERR_AGAIN;
 	ct_msg_t *m = &e->msgs[idx];
 	memset(m, 0, sizeof(*m));
+	m->req = *r; /* the request itself: the link reads its fields there */
+	if (kind == MK_AMO || kind == MK_FENCE)
+		m->req.len = 0; /* no data moves */
+	if (!m->req.t_issue)
+		m->req.t_issue = now;
 	m->kind = kind;
 	m->qos = c->qos;
-	m->rflags = r->flags;
 	m->owner = t->idx;
-	m->conn = r->conn;
 	m->peer = c->peer;
 	m->mtu = c->mtu;
-	m->counter = r->counter;
-	m->sig_id = r->sig_id;
 	m->ticket = ticket;
-	m->src_off = r->src_off;
-	m->len = kind == MK_AMO || kind == MK_FENCE ? 0 : r->len;
-	m->rkey = r->rkey;
-	m->roff = r->roff;
-	m->value = r->value;
-	m->compare = r->compare;
 	m->aux = r->op; /* AMO: which atomic */
 	m->trig = trig;
 	m->thresh = thresh;
-	m->t_issue = r->t_issue ? r->t_issue : now;
 	m->t_pickup = now;
 	m->next = CT_NIL;
-	m->live = 1;
+	m->state = MS_QUEUED;
 	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
 
 	/* Hand it to the MPG: the ring of this CT for the connection's QoS class (release: the
