@@ -32,7 +32,7 @@ static int param_u32(const gice_param_t *table, const char *name, uint32_t given
 /* Restrict the calling thread to the index-th CPU it may use (round robin); *saved gets the old
  * mask. Returns 1 if the mask changed. One CPU allowed: nothing to do. */
 /* A stream thread (device side: the GPU's front end) runs the CTs after writing a trigger. */
-static int engine_step(void *ct) { return ct_engine_step(ct); }
+static int engine_step(void *ct, uint32_t ring) { return ct_engine_step_ring(ct, ring); }
 
 static int bind_to_device_cpu(uint32_t index, cpu_set_t *saved)
 {

@@ -194,6 +194,9 @@ typedef struct {
  * CT now if free, else ring it. stepping: a kernel starts (1) or stops (0) stepping while it
  * waits: the CT threads leave it the cores meanwhile; stopping takes one last step. */
 int ct_engine_step(ct_engine_t *e);
+/* The same after a counter write that marked CTs ring (a mask) dirty without ringing them
+ * (tm_counter_write_quiet): those it cannot step now are rung. */
+int ct_engine_step_ring(ct_engine_t *e, uint32_t ring);
 void ct_engine_submitted(ct_engine_t *e, uint32_t ct);
 void ct_engine_stepping(ct_engine_t *e, int on);
 /* How long a CT spins after its last work before it sleeps (GICE_CT_SPIN_US): a kernel that

@@ -15,7 +15,7 @@ static int hung(ct_engine_t *e)
 	return gice_unlikely(hang != 0) && gice_now_ns() >= hang;
 }
 
-static int step(ct_engine_t *e, int look)
+static int step(ct_engine_t *e, int look, uint32_t ring)
 {
 	uint64_t now = gice_coarse_ns(); /* a heartbeat for the watchdog */
 	int work = 0;
@@ -24,8 +24,13 @@ static int step(ct_engine_t *e, int look)
 		return 0;
 	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
 		ct_tile_t *t = &e->tiles[c];
-		if (!ct_own_try(t))
-			continue; /* its thread (or another waiter) is on it */
+		if (!ct_own_try(t)) {
+			/* its thread (or another waiter) is on it; it may be past its look at what we
+			 * marked: ring it */
+			if (ring & (1u << c))
+				tm_doorbell_ring(e->attr.tm, c);
+			continue;
+		}
 		work += ct_tile_step(t, 0);
 		ct_own_drop(t);
 		/* the tile moved: the watchdog must not call it stalled (its thread may be) */
@@ -34,7 +39,18 @@ static int step(ct_engine_t *e, int look)
 	return work + (look ? ct_link_look(e) : ct_link_progress(e)); /* once for all of them */
 }
 
-int ct_engine_step(ct_engine_t *e) { return step(e, 0); }
+int ct_engine_step(ct_engine_t *e) { return step(e, 0, 0); }
+
+int ct_engine_step_ring(ct_engine_t *e, uint32_t ring)
+{
+	if (hung(e)) { /* it steps nothing: the marks wait for the ring as they would */
+		for (uint32_t c = 0; c < e->attr.n_cts; c++)
+			if (ring & (1u << c))
+				tm_doorbell_ring(e->attr.tm, c);
+		return 0;
+	}
+	return step(e, 0, ring);
+}
 
 void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
 {
@@ -67,7 +83,7 @@ void ct_engine_stepping(ct_engine_t *e, int on)
 	/* one more look: a packet that arrived before a sender saw us leave is found now; one
 	 * after rings CT 0. The ACKs it owes wait for the next pass: the kernel's next request
 	 * may carry them (ct_link_look). */
-	step(e, 1);
+	step(e, 1, 0);
 }
 
 uint64_t ct_engine_spin_ns(const ct_engine_t *e) { return e->spin_cfg_ns; }

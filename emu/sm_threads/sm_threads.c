@@ -266,7 +266,7 @@ static uint32_t smt_spin_budget(uint32_t cpus)
 	return cpus > 2 ? cpus - 1 : 1;
 }
 
-void smt_set_engine_step(smt_dev_t *d, int (*step)(void *arg), void *arg)
+void smt_set_engine_step(smt_dev_t *d, int (*step)(void *arg, uint32_t ring), void *arg)
 {
 	d->engine_arg = arg;
 	d->engine_step = step;

@@ -33,8 +33,10 @@ typedef void (*smt_block_fn)(void *arg, uint32_t block, uint32_t nblocks, uint32
 int smt_create(uint32_t n_sms, uint32_t dev_id, tm_region_t *tm, smt_dev_t **out);
 /* The device's engines, run by a stream thread right after it writes a counter (a trigger its
  * CTs may watch), as a GPU's front end hands work to its engines with no host in between:
- * step(arg) runs on that stream thread (it must never block). Set before streams get work. */
-void smt_set_engine_step(smt_dev_t *d, int (*step)(void *arg), void *arg);
+ * the write rings no doorbell (tm_counter_write_quiet), and step(arg, ring) runs on that stream
+ * thread, ringing the CTs of mask ring it could not step (it must never block). Set before
+ * streams get work. */
+void smt_set_engine_step(smt_dev_t *d, int (*step)(void *arg, uint32_t ring), void *arg);
 /* Stops the threads after the work queued on every stream has run. */
 void smt_destroy(smt_dev_t *d);
 uint32_t smt_num_sms(const smt_dev_t *d);

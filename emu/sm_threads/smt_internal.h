@@ -54,7 +54,7 @@ struct smt_dev {
 	uint32_t max_spinners;     /* GICE_SMT_SPINNERS, resolved */
 	int spin_yield;            /* more threads than CPUs: spinners yield (spin_pause) */
 	int nice;                  /* GICE_SM_NICE: added to the SM threads' nice value */
-	int (*engine_step)(void *arg); /* smt_set_engine_step, or NULL */
+	int (*engine_step)(void *arg, uint32_t ring); /* smt_set_engine_step, or NULL */
 	void *engine_arg;
 	_Atomic uint32_t stop;
 	_Atomic uint64_t active_mask; /* bit i: kernels[i] has blocks to hand out or running */

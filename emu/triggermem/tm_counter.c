@@ -106,7 +106,9 @@ static inline void counter_stamp(struct tm_counter *c)
 	atomic_store_explicit(&c->ts_ns, gice_now_ns(), memory_order_relaxed);
 }
 
-static inline void counter_notify(tm_region_t *r, uint32_t id, struct tm_counter *c)
+/* Wake the counter's waiters and mark it dirty for the CTs that watch it; ring: ring their
+ * doorbells too (else the caller steps them itself, or rings). Returns the CTs watching. */
+static inline uint32_t counter_notify(tm_region_t *r, uint32_t id, struct tm_counter *c, int ring)
 {
 	/* seq_cst RMW: releases the value/fail change to waiters that read seq (acquire) and is
 	 * ordered before the waiters load (Dekker pair with tm_counter_wait's registration). */
@@ -114,12 +116,16 @@ static inline void counter_notify(tm_region_t *r, uint32_t id, struct tm_counter
 	if (atomic_load_explicit(&c->waiters, memory_order_seq_cst))
 		gice_futex_wake(&c->seq, INT_MAX);
 	/* seq_cst: after the value change, pairs with tm_counter_watch (see there). */
-	uint32_t m = atomic_load_explicit(&c->watch, memory_order_seq_cst);
+	uint32_t m = atomic_load_explicit(&c->watch, memory_order_seq_cst), watching = m;
 	while (gice_unlikely(m)) {
 		uint32_t ct = (uint32_t)__builtin_ctz(m);
 		m &= m - 1;
-		tm_dirty_mark(r, ct, id);
+		if (ring)
+			tm_dirty_mark(r, ct, id);
+		else
+			tm_dirty_set(r, ct, id);
 	}
+	return watching;
 }
 
 void tm_counter_add(tm_region_t *r, uint32_t id, uint64_t v)
@@ -128,7 +134,19 @@ void tm_counter_add(tm_region_t *r, uint32_t id, uint64_t v)
 
 	counter_stamp(c);
 	atomic_fetch_add_explicit(&c->value, v, memory_order_seq_cst);
-	counter_notify(r, id, c);
+	counter_notify(r, id, c, 1);
+}
+
+uint32_t tm_counter_write_quiet(tm_region_t *r, uint32_t id, uint64_t v, int add)
+{
+	struct tm_counter *c = ctr(r, id);
+
+	counter_stamp(c);
+	if (add)
+		atomic_fetch_add_explicit(&c->value, v, memory_order_seq_cst);
+	else
+		atomic_store_explicit(&c->value, v, memory_order_seq_cst);
+	return counter_notify(r, id, c, 0);
 }
 
 void tm_counter_set(tm_region_t *r, uint32_t id, uint64_t v)
@@ -137,7 +155,7 @@ void tm_counter_set(tm_region_t *r, uint32_t id, uint64_t v)
 
 	counter_stamp(c);
 	atomic_store_explicit(&c->value, v, memory_order_seq_cst);
-	counter_notify(r, id, c);
+	counter_notify(r, id, c, 1);
 }
 
 void tm_counter_fail(tm_region_t *r, uint32_t id, int status)
@@ -148,7 +166,7 @@ void tm_counter_fail(tm_region_t *r, uint32_t id, int status)
 	atomic_store_explicit(&c->status, status, memory_order_relaxed);
 	/* seq_cst (so release): a reader that sees the new failure count sees the status. */
 	atomic_fetch_add_explicit(&c->fail, 1, memory_order_seq_cst);
-	counter_notify(r, id, c);
+	counter_notify(r, id, c, 1);
 }
 
 void tm_counter_reset(tm_region_t *r, uint32_t id)

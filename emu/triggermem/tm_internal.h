@@ -94,6 +94,9 @@ struct tm_region {
 	_Atomic int efd1[TM_MAX_CTS];
 };
 
+/* Set counter id's dirty bit for CT ct: 1 if this call set it (its caller owes the ring). */
+int tm_dirty_set(tm_region_t *r, uint32_t ct, uint32_t id);
+
 static inline struct tm_queue_hdr *queue_hdr(const tm_region_t *r, uint32_t ct)
 {
 	assert(ct < r->layout.n_cts);

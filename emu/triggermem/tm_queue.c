@@ -122,7 +122,7 @@ int tm_doorbell_sleep_fd(tm_region_t *r, uint32_t ct, uint32_t seen_seq, int fd,
 	return rc;
 }
 
-void tm_dirty_mark(tm_region_t *r, uint32_t ct, uint32_t id)
+int tm_dirty_set(tm_region_t *r, uint32_t ct, uint32_t id)
 {
 	_Atomic uint64_t *sum = dirty_summary(r, ct);
 	_Atomic uint64_t *words = dirty_words(r, ct);
@@ -134,11 +134,17 @@ void tm_dirty_mark(tm_region_t *r, uint32_t ct, uint32_t id)
 	 * already set, the marker that set it has yet to set (or has set) the summary bit and ring;
 	 * the take that clears our bit reads our RMW, so it sees our counter write too. */
 	if (atomic_fetch_or_explicit(&words[w], bit, memory_order_acq_rel) & bit)
-		return;
+		return 0;
 	/* Word bit before summary bit (release): a taker that sees the summary bit finds the word
 	 * bit. */
 	atomic_fetch_or_explicit(&sum[w / 64], 1ull << (w % 64), memory_order_release);
-	tm_doorbell_ring(r, ct);
+	return 1;
+}
+
+void tm_dirty_mark(tm_region_t *r, uint32_t ct, uint32_t id)
+{
+	if (tm_dirty_set(r, ct, id))
+		tm_doorbell_ring(r, ct);
 }
 
 uint32_t tm_dirty_take(tm_region_t *r, uint32_t ct, uint32_t *ids, uint32_t max)

@@ -70,6 +70,10 @@ int tm_counter_allocated(const tm_region_t *r, uint32_t id);
 void tm_counter_add(tm_region_t *r, uint32_t id, uint64_t v);
 void tm_counter_set(tm_region_t *r, uint32_t id, uint64_t v);
 void tm_counter_fail(tm_region_t *r, uint32_t id, int status);
+/* add (add != 0) or set, for a writer that then runs the watching CTs' step itself: their dirty
+ * bits are set but their doorbells not rung. Returns the mask of the CTs watching the counter:
+ * the caller must ring each of them it does not step (tm_doorbell_ring). */
+uint32_t tm_counter_write_quiet(tm_region_t *r, uint32_t id, uint64_t v, int add);
 /* Set value, failure count and status back to zero/GICE_OK (host set-up only). */
 void tm_counter_reset(tm_region_t *r, uint32_t id);
 
