@@ -136,13 +136,19 @@ static int progress(ct_engine_t *e, int mode)
 	int work = 0;
 
 	for (;;) {
-		/* ask first, then try (seq_cst): a holder that releases after our failed try sees the
-		 * request and makes the pass we could not (a poller) or rings CT 0 (ct_link_unlock) */
-		atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
-		if (gice_unlikely(atomic_load_explicit(&e->link_turn, memory_order_relaxed)))
-			return work; /* a set-up call or the watchdog waits for it: it rings CT 0 after */
-		if (!ct_link_trylock(e))
+		if (gice_unlikely(atomic_load_explicit(&e->link_turn, memory_order_relaxed))) {
+			/* a set-up call or the watchdog waits for it: it makes the pass (rings CT 0) */
+			atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
 			return work;
+		}
+		/* Try; if held, ask, then try again (seq_cst): a holder that releases after our
+		 * request sees it and makes the pass we could not (a poller) or rings CT 0
+		 * (ct_link_unlock); one that released before it lets our second try in. */
+		if (!ct_link_trylock(e)) {
+			atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
+			if (!ct_link_trylock(e))
+				return work;
+		}
 		atomic_store_explicit(&e->link_pending, 0, memory_order_relaxed);
 		work += link_pass(e, mode);
 		/* release, then look (seq_cst, pairs with the hand-over: ct_exec_req) */
