@@ -88,11 +88,7 @@ typedef struct {
 	void (*forget)(fab_ep_t *ep, fab_addr_t dest);
 } fab_ops_t;
 
-/* Reads in flight per endpoint. libfabric 1.17's shm provider leaves reads posted and never
- * completes them when a burst puts more than that in flight (test_gice net_16k: 300
- * rendezvous puts whose announcements arrive bundled hang with 32 or 64, pass with 16); 16
- * reads of a rendezvous each keep any link busy. */
-#define FAB_READS_MAX 16
+#define FAB_READS_MAX 64
 
 /* Every endpoint starts with this; backends embed it first. */
 struct fab_ep {
