@@ -1,5 +1,6 @@
-/* ct_tile.c: a CT (tile) — its thread's loop (spin, then sleep on the doorbell), one step of
- * its work (trigger writes, the request queue, due descriptors; CT 0 also drives the link),
+/* ct_tile.c: a CT (tile) — its thread's loop (step, drive the link, spin, then sleep on the
+ * doorbell), one step of its work (trigger writes, the request queue, due descriptors; waiting
+ * kernels run the same step, ct_step.c),
  * the Initiator's first step for each request (check and translate, take a message entry, hand
  * it to the MPG ring) and the in-order retirement of its tickets (quiet). */
 #include "emu/ct_engine/ct_internal.h"
