@@ -15,7 +15,10 @@ const gice_param_t ct_params[] = {
 	 "largest packet on the link in bytes, the 96-byte header included (connections may use less); small packets "
 	 "to one peer travel bundled in messages of this size",
 	 GICE_PARAM_SIZE, 256, CT_MAX_PAYLOAD},
-	{"GICE_CT_SPIN_US", "200", "microseconds a CT polls after its last work before it sleeps on its doorbell",
+	{"GICE_CT_SPIN_US", "200",
+	 "microseconds a CT polls after its last work before it sleeps on its doorbell (a kernel that waits and "
+	 "steps the CTs spins as long in their place); unset, CT threads do not spin when the job's CT threads on "
+	 "this machine outnumber its CPUs",
 	 GICE_PARAM_U64, 0, 10000000},
 	{"GICE_CT_POLL_US", "2000",
 	 "while idle, CT 0 wakes this often to poll the fabric for arriving packets (microseconds)", GICE_PARAM_U64,
