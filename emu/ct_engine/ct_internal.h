@@ -224,6 +224,7 @@ struct ct_engine {
 	uint32_t reads_free[CT_READS], n_reads_free, reads_fresh; /* free: a stack, then never used */
 	uint32_t reads_wait[CT_READS], reads_wait_head;           /* waiting: a ring of indices */
 	uint32_t reads_waiting;                                    /* ... this many from the head */
+	uint32_t reads_posted; /* posted, their end not yet taken from fab_poll: <= FAB_READS_MAX */
 	uint32_t act_len[CT_QOS_CLASSES];
 	uint32_t wrr_class;
 	uint32_t acks_pending;

@@ -91,12 +91,15 @@ static void read_queue(ct_engine_t *e, struct ct_read *r)
 	ct_post_reads(e);
 }
 
-/* Post the reads waiting for a fabric read slot, oldest first. */
+/* Post the reads waiting for a fabric read slot, oldest first. At most FAB_READS_MAX are posted
+ * and not yet ended here: the endpoint frees a read's slot when it reaps the completion but
+ * keeps the event, in room for FAB_READS_MAX, until fab_poll hands it out (a few per pass), so
+ * a slot it reports free is not yet room for one more end. */
 int ct_post_reads(ct_engine_t *e)
 {
 	int n = 0;
 
-	while (e->reads_waiting) {
+	while (e->reads_waiting && e->reads_posted < FAB_READS_MAX) {
 		struct ct_read *r = &e->reads[e->reads_wait[e->reads_wait_head % CT_READS]];
 		ct_peer_t *p = &e->peers[r->gid];
 		int rc = fab_read(e->attr.ep, p->addr, r->off, r->len, &p->mr, r->src_off, r);
@@ -104,6 +107,7 @@ int ct_post_reads(ct_engine_t *e)
 			break; /* every slot busy: a read completion frees one */
 		e->reads_wait_head++;
 		e->reads_waiting--;
+		e->reads_posted++;
 		r->state = CT_RD_POSTED;
 		if (rc) /* refused at once (logged by the fabric): it ends now */
 			ct_read_done(e, r, rc);
@@ -219,9 +223,10 @@ void ct_rx_get_go(ct_engine_t *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h)
 	read_queue(e, r);
 }
 
-/* A rendezvous read ended. */
+/* A rendezvous read ended (posted: its FAB_EV_READ was taken, or it was refused at once). */
 void ct_read_done(ct_engine_t *e, struct ct_read *r, int status)
 {
+	e->reads_posted--;
 	if (r->kind == CT_RD_PUT) {
 		rts_done(e, r->gid, r->msg_id, status);
 	} else {
