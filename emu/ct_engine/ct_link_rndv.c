@@ -18,26 +18,29 @@
 
 /* GICE_CT_RNDV_BYTES=auto: from which size a put or get goes by rendezvous, per provider, op and
  * path, measured on this project's 2-core development VM (libfabric 1.17, both ranks on
- * loopback; each run started on an idle machine, other jobs shared it at times: medians of 3
- * runs; docs/protocol.md#when-rendezvous-is-used has the figures). Each entry is the smallest
- * size at which rendezvous was at least as fast as packets (within 3%) in all of
+ * loopback, main's engine of 16 KiB packets, bundles and CTs that sleep when they outnumber
+ * the CPUs: 8 runs at 1cc0c81 and 3 at 477c69b, pooled; each run started on an idle machine,
+ * other jobs shared it at times: medians; docs/protocol.md#when-rendezvous-is-used has the
+ * figures). Each entry is the smallest size from which rendezvous was at least as fast as
+ * packets (within 3%), at that size and every larger one measured, in all of
  *   - put ping-pong, one-way latency:
  *       GICE_PLANE=net|auto FI_TCP_IFACE=lo GICE_CT_RNDV_BYTES=0|1024 build/bin/gicerun -n 2 \
  *         build/bin/gice-bench put --csv --iters 1000 --provider P --sizes 2k,4k,...,1m
  *   - one put or get at a time, issue to completion, and 16 at a time (test_get's measurement):
  *       ... build/bin/gicerun -n 2 build/tests/test_get --bench --window 1|16 --provider P ...
  * Paths: net, the provider's fi_read (GICE_PLANE=net); plane, the NVLink plane's memcpy, with
- * the control packets over the provider. A rendezvous put moves its data a round trip later
- * than packets would (the target reads); a rendezvous get on the plane no later (the requester
- * copies once the target said yes), while by packets the target cuts and sends every slice:
- * gets cross over sooner. 2 KiB is the smallest size measured. A provider not listed keeps the
- * former 64 KiB. */
+ * the control packets over the provider. On the plane a rendezvous get costs no round trip more
+ * than packets (the requester copies once the target said yes): gets cross over first. Over
+ * tcp a read is the provider's own request and reply, served by the peer's progress: it pays
+ * only for large messages. 2 KiB is the smallest size measured. A provider not listed keeps
+ * the former 64 KiB. These move with the engine: measure again after changing its packets or
+ * its sleeping. */
 static const struct {
 	const char *prefix; /* provider name, or its first layer ("tcp" for "tcp;ofi_rxm") */
 	uint64_t from[2][2]; /* [put, get][net, plane] */
 } rndv_table[] = {
-	{"shm", {{16384, 4096}, {32768, 2048}}},
-	{"tcp", {{16384, 8192}, {8192, 2048}}},
+	{"shm", {{8192, 8192}, {32768, 4096}}},
+	{"tcp", {{131072, 16384}, {262144, 2048}}},
 };
 
 uint64_t ct_rndv_auto(const char *provider, int get, int plane)
