@@ -42,6 +42,8 @@ TOOLS    :=
 TESTS    :=
 TEST_SCRIPTS :=
 
+# plain `make` builds everything, whatever rules the module files define first
+.DEFAULT_GOAL := all
 include emu/common/module.mk
 include $(filter-out emu/common/module.mk,$(wildcard emu/*/module.mk))
 include $(wildcard fabric/module.mk api/module.mk tools/module.mk tests/module.mk)
