@@ -348,11 +348,44 @@ int gice_device_close(gice_device_t *d)
 	}
 	ct_engine_destroy(d->ct);
 	d->smt = NULL;
-	fab_close(d->ep);
 	tm_region_destroy(d->tm);
-	hbm_destroy(d->hbm);
+	api_device_bury(d->ep, d->hbm);
 	free(d);
 	return GICE_OK;
+}
+
+static void grave_release(struct api_grave *g)
+{
+	fab_close(g->ep);
+	hbm_destroy(g->hbm);
+}
+
+void api_device_bury(fab_ep_t *ep, hbm_t *hbm)
+{
+	struct api_grave now = {ep, hbm}, *old = NULL;
+	uint32_t n = 0;
+	int others = 0;
+
+	pthread_mutex_lock(&api_g.lock);
+	for (uint64_t i = 0; ep && api_g.devs && i < api_g.max_devices; i++)
+		others |= api_g.devs[i] != NULL;
+	if (others && !api_g.graves)
+		api_g.graves = calloc(api_g.max_devices, sizeof(*api_g.graves));
+	if (others && api_g.graves && api_g.n_graves < api_g.max_devices) {
+		api_g.graves[api_g.n_graves++] = now; /* released with the last device */
+		now.ep = NULL;
+	} else {
+		old = api_g.graves;
+		n = api_g.n_graves;
+		api_g.graves = NULL;
+		api_g.n_graves = 0;
+	}
+	pthread_mutex_unlock(&api_g.lock);
+	if (now.ep)
+		grave_release(&now);
+	for (uint32_t i = 0; i < n; i++)
+		grave_release(&old[i]);
+	free(old);
 }
 
 uint32_t gice_device_id(const gice_device_t *d) { return d->gid; }

@@ -74,6 +74,15 @@ struct api_state {
 	int bind;
 	int wait_steps; /* GICE_WAIT_PROGRESS: kernels step their device's CTs (ct_step.c) */
 	gice_device_t **devs;
+	/* endpoints and device memory of devices closed while others of this process were open,
+	 * released with the last: libfabric's shm provider touches an in-process peer's memory from
+	 * its own progress (a CT of another device crashed in fi_cq_read as a closing device's
+	 * memory was unmapped) */
+	struct api_grave {
+		fab_ep_t *ep;
+		hbm_t *hbm;
+	} *graves;
+	uint32_t n_graves;
 	uint32_t opened; /* devices opened so far: the k-th open on every rank is collective round k */
 	boot_t *boot;
 	uint32_t rank, size;
@@ -143,6 +152,9 @@ int api_op_fail_now(gice_device_t *d, uint32_t completion, int status);
  * also fails its completion counter. */
 /* Queue r on its CT. by_kernel: a kernel of d in device mode queued it: it steps that CT now
  * (GICE_WAIT_PROGRESS) instead of handing it to the CT thread. */
+/* Release a closed device's endpoint and memory now, or, while other devices of this process
+ * are open, when the last of them closes (ep NULL: release what waits). Takes api_g.lock. */
+void api_device_bury(fab_ep_t *ep, hbm_t *hbm);
 int api_push_req(gice_device_t *d, ct_req_t *r, int by_kernel, const char *who);
 /* api_stream.c: GICE_MODE=host, a kernel's operations deferred to its end */
 int api_launch_defer(gice_kctx_t *k, ct_req_t *r);

@@ -307,6 +307,9 @@ int gice_finalize(void)
 		for (uint64_t i = 0; i < api_g.max_devices; i++)
 			if (api_g.devs[i])
 				gice_warn("api", "gice_finalize: device %u is still open", api_g.devs[i]->gid);
+		pthread_mutex_unlock(&api_g.lock);
+		api_device_bury(NULL, NULL); /* what devices closed while others were open left */
+		pthread_mutex_lock(&api_g.lock);
 		free(api_g.devs);
 		api_g.devs = NULL;
 		free(api_g.peer_tm);
