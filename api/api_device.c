@@ -367,9 +367,9 @@ void api_device_bury(fab_ep_t *ep, hbm_t *hbm)
 	int others = 0;
 
 	pthread_mutex_lock(&api_g.lock);
-	/* only shm maps its in-process peers (tcp;ofi_rxm leaks its connections' state when an
-	 * endpoint outlives its device's peers' closing: closed at once, as before) */
-	for (uint64_t i = 0; ep && !strcmp(ep->provider, "shm") && api_g.devs && i < api_g.max_devices; i++)
+	/* only a provider that may touch a closed peer (shm) needs it; others close at once, as
+	 * before (kept, tcp;ofi_rxm leaked its connections' state) */
+	for (uint64_t i = 0; ep && ep->closed_peer_unsafe && api_g.devs && i < api_g.max_devices; i++)
 		others |= api_g.devs[i] != NULL;
 	if (others && !api_g.graves)
 		api_g.graves = calloc(api_g.max_devices, sizeof(*api_g.graves));

@@ -99,8 +99,9 @@ struct fab_ep {
 			    * granted FI_ORDER_SAS); 0: they may come reordered */
 	int reliable;      /* 1: the provider delivers every packet exactly once (RDM); 0: it may
 			    * drop or duplicate them (datagrams) */
-	int closed_peer_unsafe; /* 1: sending to a peer whose endpoint has closed may crash the
-				 * sender (libfabric 1.17 shm): do not send to a peer that may be gone */
+	int closed_peer_unsafe; /* 1: sending to a peer whose endpoint has closed, or progress after
+				 * an in-process peer closed, may crash (libfabric 1.17 shm): do not
+				 * send to a peer that may be gone, keep closed peers' endpoints */
 	size_t max_packet; /* largest header+payload this endpoint carries, as granted: the
 			    * requested fab_attr_t.max_packet, or less on a datagram endpoint */
 	_Atomic uint32_t held; /* packets a decorator (fab_fault) holds to send later; they go out
