@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # netns-cluster.sh up K | down | status: a cluster of K emulated hosts on this machine.
-# Each host is a network namespace gice-hI (I = 1..K) with one veth interface gice-vI holding
-# 10.77.0.I/24; the other ends sit on a bridge inside its own namespace gice-br, so no address
+# Each host is a network namespace P-hI (I = 1..K; P is $GICE_NETNS_PREFIX, default gice, so test
+# runs side by side do not collide) with one veth interface P-vI holding
+# 10.77.0.I/24; the other ends sit on a bridge inside its own namespace P-br, so no address
 # exists outside namespaces this script created. Needs root (exit 77 with the reason otherwise).
 # Use: gicerun -n K --netns gice-h1,...,gice-hK prog (gicerun binds each rank to its namespace).
 set -eu
 
-prefix=gice
+prefix=${GICE_NETNS_PREFIX:-gice}
 subnet=10.77.0
 
 need_root() {

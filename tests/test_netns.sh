@@ -6,6 +6,7 @@
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
+nsp=${GICE_NETNS_PREFIX:-gice}  # namespaces of scripts/netns-cluster.sh
 . tests/time_scale.sh
 if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
 	echo "skipped: needs root and network namespaces (ip netns)"
@@ -13,11 +14,11 @@ if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
 fi
 trap 'scripts/netns-cluster.sh down' EXIT
 scripts/netns-cluster.sh up 4 || exit 1
-hosts=gice-h1,gice-h2,gice-h3,gice-h4
+hosts=${nsp}-h1,${nsp}-h2,${nsp}-h3,${nsp}-h4
 fail=0
 
 echo "== 2 ranks on 2 hosts: put ping-pong, payload checked"
-if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 \
+if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 \
 	"$build/bin/gice-bench" put --sizes 8,4096,65536,1048576 --iters 200 --check; then
 	echo "FAIL: 2-rank ping-pong across namespaces"
 	fail=1
@@ -27,7 +28,7 @@ echo "== an idle device wakes when a packet arrives (CT 0 sleeps on the fabric's
 # idle, CT 0 would look at the fabric only every GICE_CT_POLL_US (10 s here) or at the
 # watchdog's passes: a put after an idle gap must complete at once (test_multiproc idle-rank)
 if ! GICE_FI_PROVIDER=tcp GICE_CT_POLL_US=10000000 GICE_CT_SPIN_US=0 \
-	timeout "$(scaled 60)" "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 "$build/tests/test_multiproc" idle-rank; then
+	timeout "$(scaled 60)" "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 "$build/tests/test_multiproc" idle-rank; then
 	echo "FAIL: an idle device did not wake for arriving packets (GICE_CT_POLL_US=10000000)"
 	fail=1
 fi
@@ -42,7 +43,7 @@ if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every block arrived intact')" != 
 fi
 
 echo "== a rank that dies: gicerun names it and fails"
-out=$(timeout "$(scaled 60)" "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 \
+out=$(timeout "$(scaled 60)" "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 \
 	sh -c 'if [ "$GICE_RANK" = 1 ]; then kill -KILL $$; fi; exec '"$build"'/bin/gice-demo' 2>&1)
 rc=$?
 echo "$out" | tail -3
@@ -54,7 +55,7 @@ fi
 factor=${CK_TIMEOUT_MULTIPLIER:-1} # sanitized builds run slower
 
 echo "== --netns with no GICE_FI_PROVIDER: tcp, said on stderr"
-out=$(env -u GICE_FI_PROVIDER timeout 60 "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 \
+out=$(env -u GICE_FI_PROVIDER timeout 60 "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 \
 	"$build/bin/gice-bench" put --sizes 4096 --iters 50 --check 2>&1)
 rc=$?
 echo "$out" | grep -E '^\[0\] put|--netns'
@@ -63,7 +64,7 @@ if [ $rc != 0 ] || ! echo "$out" | grep -q '^\[0\] put  *tcp' ||
 	echo "FAIL: --netns without a provider did not run over tcp, or did not say so (rc $rc)"
 	fail=1
 fi
-out=$(GICE_FI_PROVIDER=shm timeout 60 "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 true 2>&1)
+out=$(GICE_FI_PROVIDER=shm timeout 60 "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 true 2>&1)
 rc=$?
 echo "$out"
 if [ $rc != 1 ] || ! echo "$out" | grep -q 'GICE_FI_PROVIDER=shm cannot cross network namespaces'; then
@@ -72,12 +73,12 @@ if [ $rc != 1 ] || ! echo "$out" | grep -q 'GICE_FI_PROVIDER=shm cannot cross ne
 fi
 
 echo "== --netns with FI_TCP_IFACE=lo inherited: replaced per rank, the job runs"
-out=$(FI_TCP_IFACE=lo timeout 60 "$build/bin/gicerun" -n 2 --netns gice-h1,gice-h2 \
+out=$(FI_TCP_IFACE=lo timeout 60 "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 \
 	"$build/bin/gice-bench" put --sizes 4096 --iters 50 --check 2>&1)
 rc=$?
 echo "$out" | grep -E '^\[0\] put|--netns'
 if [ $rc != 0 ] || ! echo "$out" | grep -q '^\[0\] put  *tcp' ||
-	! echo "$out" | grep -q 'FI_TCP_IFACE=lo replaced in every rank by its namespace.s interface (gice-v1, gice-v2)'; then
+	! echo "$out" | grep -q "FI_TCP_IFACE=lo replaced in every rank by its namespace.s interface (${nsp}-v1, ${nsp}-v2)"; then
 	echo "FAIL: FI_TCP_IFACE=lo under --netns was not replaced (rc $rc)"
 	fail=1
 fi
@@ -88,7 +89,7 @@ port=$((20000 + RANDOM % 20000))
 start=$(date +%s%N)
 pids=""
 for r in 0 1; do
-	ip netns exec gice-h$((r + 1)) env FI_TCP_IFACE=lo GICE_FI_PROVIDER=tcp GICE_RANK=$r GICE_WORLD_SIZE=2 \
+	ip netns exec ${nsp}-h$((r + 1)) env FI_TCP_IFACE=lo GICE_FI_PROVIDER=tcp GICE_RANK=$r GICE_WORLD_SIZE=2 \
 		GICE_BOOTSTRAP=10.77.0.1:$port GICE_BOOTSTRAP_TIMEOUT_MS=5000 \
 		timeout -k 2 30 "$build/bin/gice-demo" >"$tmp/r$r.log" 2>&1 &
 	pids="$pids $!"
@@ -123,7 +124,7 @@ echo "== a rank killed mid-job under --keep-going: the survivor's wait ends with
 start=$(date +%s%N)
 kill_ms=$((1500 * factor)) # after set-up, which sanitized builds take longer over
 out=$(GICE_TIMEOUT_MS=1000 GICE_FAULTS=kill_rank=1@${kill_ms}ms timeout 60 "$build/bin/gicerun" -n 2 --keep-going \
-	--netns gice-h1,gice-h2 "$build/bin/gice-bench" put --sizes 8 --iters 100000000 2>&1)
+	--netns ${nsp}-h1,${nsp}-h2 "$build/bin/gice-bench" put --sizes 8 --iters 100000000 2>&1)
 rc=$?
 ms=$((($(date +%s%N) - start) / 1000000))
 echo "$out" | grep -E 'aborted|gice-bench:|SIGKILL' | cut -c1-220

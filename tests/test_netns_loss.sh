@@ -16,11 +16,12 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 build=${BUILD:-build}
+nsp=${GICE_NETNS_PREFIX:-gice}  # namespaces of scripts/netns-cluster.sh
 . tests/time_scale.sh
 loss=${LOSS:-5000}
 tcp_args=${TCP_ARGS---timeout-ms 30000}
 udp_args=${UDP_ARGS---timeout-ms 30000}
-hosts=gice-h1,gice-h2
+hosts=${nsp}-h1,${nsp}-h2
 nft=$(command -v nft || echo /usr/sbin/nft)
 
 if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
@@ -35,7 +36,7 @@ fi
 # shellcheck disable=SC2317 # called by the trap
 cleanup() {
 	for i in 1 2; do
-		ip netns exec "gice-h$i" "$nft" delete table netdev gice_loss 2>/dev/null
+		ip netns exec "${nsp}-h$i" "$nft" delete table netdev gice_loss 2>/dev/null
 	done
 	scripts/netns-cluster.sh down
 }
@@ -46,7 +47,7 @@ scripts/netns-cluster.sh up 2 || exit 1
 # in each host: drop $loss of every 100000 packets arriving on its interface; TCP's 200 ms
 # minimum RTO would make every lost segment cost 200 ms, so cut it to 5 ms on the subnet route
 for i in 1 2; do
-	ns=gice-h$i dev=gice-v$i
+	ns=${nsp}-h$i dev=${nsp}-v$i
 	if ! ip netns exec $ns "$nft" -f - <<-EOF; then
 		table netdev gice_loss {
 			chain ingress {
@@ -60,13 +61,13 @@ for i in 1 2; do
 	fi
 	ip -n $ns route replace 10.77.0.0/24 dev $dev proto kernel scope link src 10.77.0.$i rto_min 5ms || exit 1
 done
-echo "loss: $loss of every 100000 packets dropped at ingress in gice-h1 and gice-h2; tcp rto_min 5ms"
+echo "loss: $loss of every 100000 packets dropped at ingress in ${nsp}-h1 and ${nsp}-h2; tcp rto_min 5ms"
 
 # packets dropped so far by the rules of both hosts
 drops() {
 	local n=0 c
 	for i in 1 2; do
-		c=$(ip netns exec gice-h$i "$nft" list chain netdev gice_loss ingress 2>/dev/null |
+		c=$(ip netns exec ${nsp}-h$i "$nft" list chain netdev gice_loss ingress 2>/dev/null |
 			sed -n 's/.*counter packets \([0-9]*\) .*/\1/p')
 		n=$((n + ${c:-0}))
 	done
