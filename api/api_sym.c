@@ -215,7 +215,8 @@ int gice_sym_fini(void)
 {
 	if (!api_sym.on)
 		return GICE_ERR_INVALID;
-	api_team_free(api_sym.world);
+	while (api_sym.teams) /* the world and the splits not destroyed */
+		api_team_free(api_sym.teams);
 	sym_release();
 	return GICE_OK;
 }

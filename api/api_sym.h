@@ -36,6 +36,7 @@ struct api_sym_state {
 	struct api_sym_block *blocks; /* allocations, by offset */
 	uint32_t n_blocks, cap_blocks;
 	gice_team_t *world;
+	gice_team_t *teams; /* the world and every split still alive */
 };
 
 struct api_team_local {
@@ -51,6 +52,7 @@ struct gice_team {
 	gice_counter_t bar[API_TEAM_ROUNDS_MAX]; /* symmetric counters, one per round */
 	uint32_t n_local;
 	struct api_team_local local[API_SYM_MAX_LOCAL];
+	gice_team_t *next; /* api_sym.teams: every team of this process, freed by gice_sym_fini */
 };
 
 extern struct api_sym_state api_sym;

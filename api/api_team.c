@@ -11,6 +11,11 @@ void api_team_free(gice_team_t *t)
 {
 	if (!t)
 		return;
+	for (gice_team_t **l = &api_sym.teams; *l; l = &(*l)->next)
+		if (*l == t) {
+			*l = t->next;
+			break;
+		}
 	for (uint32_t r = 0; r < t->rounds; r++)
 		gice_sym_counter_free(t->bar[r]);
 	free(t->gids);
@@ -46,6 +51,10 @@ int api_team_make(const uint32_t *gids, uint32_t n, gice_team_t **out)
 	}
 	if (!rc)
 		*out = t;
+	if (t) {
+		t->next = api_sym.teams;
+		api_sym.teams = t;
+	}
 	return rc;
 }
 

@@ -266,8 +266,9 @@ typedef struct gice_team gice_team_t;
  * ranks disagree on the size: the message names them), GICE_ERR_NO_MEMORY (device memory),
  * GICE_ERR_UNSUPPORTED (more than 16 devices in a process). */
 int gice_sym_init(size_t heap_bytes);
-/* Undo gice_sym_init: teams, symmetric counters and heaps go. GICE_ERR_INVALID when not
- * initialised. gice_finalize calls it when the program did not. */
+/* Undo gice_sym_init: every team (their handles are invalid from now on), the heaps and the
+ * symmetric state go (symmetric counters stay allocated: free them first if the devices live
+ * on). GICE_ERR_INVALID when not initialised. gice_finalize calls it when the program did not. */
 int gice_sym_fini(void);
 /* Allocate bytes (256-byte aligned) at the same offset *off of every device's heap, first fit.
  * GICE_ERR_INVALID for 0 bytes, before gice_sym_init, or when ranks asked for different sizes
@@ -310,8 +311,9 @@ int gice_team_split_strided(gice_team_t *parent, uint32_t start, uint32_t stride
  * out[i] gets the team of local device i (one handle per team in the process) or NULL.
  * Collective over every rank of the job (a rank with no device in parent passes NULLs). */
 int gice_team_split(gice_team_t *parent, const int *colors, const int *keys, gice_team_t **out);
-/* Collective over every rank of the job (each passes its handle or NULL); frees its barrier
- * counters. The world team goes with gice_sym_fini. */
+/* Free a team of this process and its barrier counters (call it on every rank that holds the
+ * team; ranks without a handle have nothing to free). GICE_ERR_INVALID for NULL and the world
+ * team, which goes with gice_sym_fini (as does every team not destroyed). */
 int gice_team_destroy(gice_team_t *team);
 
 /* ================================================================ end of symmetric memory and teams */

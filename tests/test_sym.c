@@ -654,26 +654,28 @@ END_TEST
 
 struct bar_sym_args {
 	gice_team_t *team;
-	uint64_t slots, src; /* heap offsets: a uint64_t per team rank, and this device's source */
+	uint64_t slots, src; /* heap offsets: BAR_ITERS rows of a uint64_t per team rank; sources */
 };
 
-/* Each iteration: write it into this rank's slot on every member (puts), barrier (its quiet
- * makes them land), then every slot here must hold it or more. */
+/* Each iteration it: write it into this rank's slot of row it on every member (puts), barrier
+ * (its quiet makes them land), then every slot of row it here must hold it. A row is written
+ * only before its barrier and read only after it (fresh heap memory reads zero). */
 static void barrier_sym_kernel(gice_kctx_t *k, void *p)
 {
 	struct bar_sym_args *a = p;
 	uint32_t n = gice_team_size(a->team), me = (uint32_t)gice_team_rank(a->team, k->dev);
-	volatile uint64_t *src = gice_sym_ptr(k->dev, a->src), *slots = gice_sym_ptr(k->dev, a->slots);
+	uint64_t *src = gice_sym_ptr(k->dev, a->src), *slots = gice_sym_ptr(k->dev, a->slots);
 
 	for (uint64_t it = 1; it <= BAR_ITERS; it++) {
-		*src = it;
+		src[it - 1] = it; /* a source per iteration: unchanged until its put completed */
 		for (uint32_t pe = 0; pe < n; pe++)
-			if (gice_sym_put(k, a->team, pe, a->slots + 8 * me, (const void *)src, 8, GICE_NO_COUNTER))
+			if (gice_sym_put(k, a->team, pe, a->slots + 8 * ((it - 1) * n + me), &src[it - 1], 8,
+					 GICE_NO_COUNTER))
 				return;
 		if (gice_team_barrier(k, a->team))
 			return;
 		for (uint32_t r = 0; r < n; r++)
-			if (slots[r] < it) {
+			if (slots[(it - 1) * n + r] != it) {
 				gice_kernel_fail(k, GICE_ERR_INVALID, "a member's put had not landed after the barrier");
 				return;
 			}
@@ -719,16 +721,14 @@ static int job_rank(int rank, int size, int mode)
 		FAILIF(back[j] != pat(right, j), "byte %zu got from rank %u", j, right);
 	}
 	struct bar_sym_args b = {.team = a.team};
-	FAILIF(gice_sym_alloc(8 * (size_t)size, &b.slots) || gice_sym_alloc(8, &b.src), "alloc");
-	memset(gice_sym_ptr(d, b.slots), 0, 8 * (size_t)size);
-	FAILIF(gice_barrier(), "barrier"); /* every rank's slots are zero before any put */
+	size_t rows = 8ull * BAR_ITERS * (size_t)size;
+	FAILIF(gice_sym_alloc(rows, &b.slots) || gice_sym_alloc(8 * BAR_ITERS, &b.src), "alloc");
 	FAILIF(gice_launch(s, barrier_sym_kernel, 1, &b, sizeof(b)), "launch");
 	FAILIF(gice_stream_sync(s, 0), "world barriers");
 	gice_team_t *even;
 	FAILIF(gice_team_split_strided(a.team, 0, 2, (uint32_t)(size + 1) / 2, &even), "split");
 	FAILIF((even != NULL) != (rank % 2 == 0), "rank %d in the even team: %p", rank, (void *)even);
-	memset(gice_sym_ptr(d, b.slots), 0, 8 * (size_t)size);
-	FAILIF(gice_barrier(), "barrier");
+	FAILIF(gice_sym_alloc(rows, &b.slots) || gice_sym_alloc(8 * BAR_ITERS, &b.src), "alloc");
 	if (even) {
 		FAILIF(gice_team_rank(even, d) != rank / 2, "even rank");
 		b.team = even;
