@@ -266,7 +266,9 @@ typedef struct gice_team gice_team_t;
  * ranks disagree on the size: the message names them), GICE_ERR_NO_MEMORY (device memory),
  * GICE_ERR_UNSUPPORTED (more than 16 devices in a process). */
 int gice_sym_init(size_t heap_bytes);
-/* Undo gice_sym_init: every team (their handles are invalid from now on), the heaps and the
+/* Undo gice_sym_init, collectively: every device here is quieted and the ranks meet (so no
+ * signal is still in flight to a device about to close); then every team (their handles are
+ * invalid from now on), the heaps and the
  * symmetric state go (symmetric counters stay allocated: free them first if the devices live
  * on). GICE_ERR_INVALID when not initialised. gice_finalize calls it when the program did not. */
 int gice_sym_fini(void);

@@ -751,7 +751,8 @@ START_TEST(three_processes_symmetric_ring_barriers_and_split)
 {
 	int st[3];
 
-	run_job(3, 3, _i ? job_mismatch : job_plain, NULL, NULL, st, NULL);
+	/* 0: the default provider (shm), 1: a refused allocation, 2: over tcp */
+	run_job(3, 3, _i == 1 ? job_mismatch : job_plain, _i == 2 ? "tcp" : NULL, NULL, st, NULL);
 	for (int r = 0; r < 3; r++)
 		ck_assert_msg(st[r] == 0, "rank %d exited %d", r, st[r]);
 }
@@ -784,7 +785,7 @@ static Suite *suite(void)
 		{"grid_sync", grid_sync_holds_every_block_of_a_cooperative_launch, 1, setup, NULL},
 		{"grid_sync_timeout", grid_sync_with_a_block_that_returned_times_out, 1, setup_short_timeout, teardown_one},
 		{"disarm_rearm", disarm_and_rearm_one_slot_again_and_again, 1, open_devices, NULL},
-		{"multiproc", three_processes_symmetric_ring_barriers_and_split, 2, NULL, NULL},
+		{"multiproc", three_processes_symmetric_ring_barriers_and_split, 3, NULL, NULL},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
