@@ -193,8 +193,14 @@ static int team_sync(gice_kctx_t *k, const gice_team_t *t, const char *who)
 	/* this device's barrier number: one block per device calls it */
 	uint64_t epoch = atomic_fetch_add_explicit(&((gice_team_t *)t)->local[li].epoch, 1, memory_order_relaxed) + 1;
 	for (uint32_t r = 0; r < t->rounds && !rc; r++) {
-		uint32_t to = (uint32_t)(((uint64_t)me + (1ull << r)) % t->n);
-		rc = gice_sym_signal(k, t, to, t->bar[r], 1, GICE_SIGNAL_ADD, GICE_NO_COUNTER);
+		uint32_t to = (uint32_t)(((uint64_t)me + (1ull << r)) % t->n), g = t->gids[to];
+		/* a device on this host's NVLink plane: add to its counter in its trigger memory (the
+		 * barrier orders no data of its own: gice_team_barrier quieted first); else a signal */
+		tm_region_t *tm = g < api_g.max_gids ? atomic_load_explicit(&api_g.peer_tm[g], memory_order_acquire) : NULL;
+		if (tm)
+			tm_counter_add(tm, t->bar[r], 1);
+		else
+			rc = gice_sym_signal(k, t, to, t->bar[r], 1, GICE_SIGNAL_ADD, GICE_NO_COUNTER);
 		if (!rc) /* from rank me - 2^r: its epoch-th arrival at round r */
 			rc = gice_wait_until(k, t->bar[r], GICE_CMP_GE, epoch, 0, NULL);
 	}

@@ -114,8 +114,9 @@ void *gice_sym_peer_ptr(gice_kctx_t *k, const gice_team_t *team, uint32_t pe, ui
 
 /* Barrier of every device of team (one block per device calls it): first gice_quiet (this
  * device's operations have completed: puts landed), then a dissemination barrier of ceil(log2 n)
- * rounds, each a signal to rank (me + 2^r) mod n and a wait on this round's symmetric counter —
- * triggers and completions only. GICE_OK; GICE_ERR_INVALID (device not in team); a wait's or
+ * rounds, each a signal to rank (me + 2^r) mod n (a direct add to its counter when it is on this
+ * host's NVLink plane, else a signal-only operation) and a wait on this round's symmetric
+ * counter — triggers and completions only. GICE_OK; GICE_ERR_INVALID (device not in team); a wait's or
  * quiet's failure, which also fails the kernel. */
 int gice_team_barrier(gice_kctx_t *k, const gice_team_t *team);
 /* The same without the quiet (nvshmem_team_sync): only that every device arrived. */

@@ -607,6 +607,13 @@ static void early_return_kernel(gice_kctx_t *k, void *p)
 		gice_grid_sync(k);
 }
 
+/* No NVLink plane: team barriers signal through the fabric. */
+static void setup_net(void)
+{
+	setenv("GICE_PLANE", "net", 1);
+	setup();
+}
+
 /* One device and a short stall timeout (a loaded machine's watchdog still sees its CTs move). */
 static void setup_short_timeout(void)
 {
@@ -751,8 +758,10 @@ START_TEST(three_processes_symmetric_ring_barriers_and_split)
 {
 	int st[3];
 
-	/* 0: the default provider (shm), 1: a refused allocation, 2: over tcp */
-	run_job(3, 3, _i == 1 ? job_mismatch : job_plain, _i == 2 ? "tcp" : NULL, NULL, st, NULL);
+	/* 0: the default provider (shm), 1: a refused allocation, 2: over tcp with no NVLink plane
+	 * (team barriers signal through the fabric instead of writing peers' trigger memory) */
+	static const char *const net[] = {"GICE_PLANE=net", NULL};
+	run_job(3, 3, _i == 1 ? job_mismatch : job_plain, _i == 2 ? "tcp" : NULL, _i == 2 ? net : NULL, st, NULL);
 	for (int r = 0; r < 3; r++)
 		ck_assert_msg(st[r] == 0, "rank %d exited %d", r, st[r]);
 }
@@ -781,6 +790,7 @@ static Suite *suite(void)
 		{"negative_host", bad_allocations_and_splits_fail_exactly, 1, setup, NULL},
 		{"team_split", split_strided_and_by_color_with_rank_translation, 1, setup, NULL},
 		{"team_barrier", team_barrier_holds_every_member_back, 1, setup, NULL},
+		{"team_barrier_net", team_barrier_holds_every_member_back, 1, setup_net, NULL},
 		{"team_nonmember", team_barrier_from_a_device_not_in_the_team_fails, 1, setup, NULL},
 		{"grid_sync", grid_sync_holds_every_block_of_a_cooperative_launch, 1, setup, NULL},
 		{"grid_sync_timeout", grid_sync_with_a_block_that_returned_times_out, 1, setup_short_timeout, teardown_one},
