@@ -146,7 +146,9 @@ int gice_counter_get(gice_device_t *dev, gice_counter_t ctr, gice_counter_state_
 /* Host writes (set-up, tests). Writes wake waiters and may fire armed descriptors. */
 int gice_counter_set(gice_device_t *dev, gice_counter_t ctr, uint64_t value);
 int gice_counter_add(gice_device_t *dev, gice_counter_t ctr, uint64_t value);
-/* Zero value, failure count and status. */
+/* Zero value, failure count and status. Descriptors armed on the counter keep their absolute
+ * thresholds (a persistent one the next threshold its period took it to) and nothing fires:
+ * see gice_signal_reset in gice_device.h and docs/api.md. */
 int gice_counter_reset(gice_device_t *dev, gice_counter_t ctr);
 /* Host wait until cmp(value, target) holds (wraparound-safe). GICE_ERR_TIMED_OUT after
  * timeout_ms (a poll: logged at debug), or with timeout_ms 0 after GICE_TIMEOUT_MS without
