@@ -280,7 +280,7 @@ END_TEST
 /* ---------------------------------------------------------------- counters from a kernel, reset */
 
 struct reset_args {
-	gice_counter_t t, x, t2, y;
+	gice_counter_t t, x, t2, y, fired;
 	int *tests; /* results of gice_signal_test */
 };
 
@@ -304,13 +304,14 @@ static void reset_kernel(gice_kctx_t *k, void *p)
 	a->tests[2] = (int)gice_signal_fetch(k, a->t2);
 	gice_trigger_add(k, a->t2, 1);
 	gice_wait_until(k, a->y, GICE_CMP_GE, 1, 0, NULL);
-	a->tests[3] = gice_signal_reset(k, 1); /* a CT's own counter (2 CTs: 0, 1): not the program's */
+	a->tests[3] = gice_signal_reset(k, 0); /* CT 0's own counter: not the program's */
+	a->tests[5] = gice_signal_reset(k, a->fired); /* the engine's: neither */
 	a->tests[4] = (int)gice_signal_fetch(k, UINT32_MAX - 1);
 }
 
 START_TEST(reset_keeps_armed_thresholds)
 {
-	static int tests[5];
+	static int tests[6];
 	struct reset_args a = {.tests = tests};
 	gice_desc_t d1, d2;
 
@@ -318,6 +319,9 @@ START_TEST(reset_keeps_armed_thresholds)
 	ck_assert_int_eq(gice_counter_alloc(dev[0], &a.x), GICE_OK);
 	ck_assert_int_eq(gice_counter_alloc(dev[0], &a.t2), GICE_OK);
 	ck_assert_int_eq(gice_counter_alloc(dev[0], &a.y), GICE_OK);
+	/* the engine takes a counter per CT at open, after the CTs' reserved ones and before any of
+	 * ours: the one just below our first is the last CT's */
+	a.fired = a.t - 1;
 	gice_op_t incx = {.type = GICE_OP_COUNTER_ADD, .value = 1, .signal = a.x, .completion = GICE_NO_COUNTER};
 	gice_op_t incy = {.type = GICE_OP_COUNTER_ADD, .value = 1, .signal = a.y, .completion = GICE_NO_COUNTER};
 	ck_assert_int_eq(gice_arm(dev[0], a.t, 1, 1, &incx, &d1), GICE_OK);
@@ -333,6 +337,8 @@ START_TEST(reset_keeps_armed_thresholds)
 	ck_assert_int_eq(tests[2], 2);
 	ck_assert_int_eq(tests[3], GICE_ERR_INVALID);
 	ck_assert_int_eq(tests[4], 0);
+	ck_assert_int_eq(tests[5], GICE_ERR_INVALID);
+	ck_assert_int_eq(gice_counter_reset(dev[0], a.fired), GICE_ERR_INVALID);
 	ck_assert_int_eq(gice_disarm(dev[0], d1), GICE_OK);
 }
 END_TEST
