@@ -182,6 +182,8 @@ struct ct_engine {
 	uint64_t rto_min_ns, rto_max_ns, timeout_ns, hb_ns;
 	_Atomic int reliable; /* retransmit on timeout / selective ack */
 	_Atomic int csum;     /* send and require CRC32C */
+	int auth;             /* GICE_CT_AUTH: sign packets with attr.job_key, check MAC and sender */
+	uint64_t n_refused;   /* requests refused (NACKed): for rate-limited logging */
 	int rma;           /* device memory registered for remote reads */
 	fab_mr_info_t mr;
 	uint8_t *base; /* HBM base in this process */
@@ -368,8 +370,10 @@ ct_msg_t *ct_queue_response(struct ct_engine *e, uint8_t kind, uint32_t gid, uin
 			     uint64_t value, int status);
 /* ct_link_rx.c: the receive path */
 /* One fabric message: its packets (a bundle of one or more), in order. */
-void ct_rx_message(struct ct_engine *e, const uint8_t *buf, size_t len);
-void ct_rx_packet(struct ct_engine *e, const uint8_t *buf, size_t len);
+/* A fabric message (one or more packets back to back) that arrived from fabric address from
+ * (FAB_ADDR_UNKNOWN when the endpoint cannot tell). */
+void ct_rx_message(struct ct_engine *e, const uint8_t *buf, size_t len, fab_addr_t from);
+void ct_rx_packet(struct ct_engine *e, const uint8_t *buf, size_t len, fab_addr_t from);
 /* The request message msg_id to peer p, of kind (0xff: any), with its index in *idx; or NULL. */
 ct_msg_t *ct_req_by_id(struct ct_engine *e, ct_peer_t *p, uint64_t msg_id, uint8_t kind, uint32_t *idx);
 /* Request idx has its response (status: how it ended); it completes if nothing else is due. */

@@ -57,14 +57,20 @@ int ct_bundle_flush(ct_engine_t *e)
 	return rc;
 }
 
-/* Hand one encoded packet to the fabric, with its CRC32C when checksums are on. hdr is
- * modified (flag and csum) in place. */
+/* Hand one encoded packet to the fabric, with the job's MAC (GICE_CT_AUTH) and its CRC32C when
+ * checksums are on. hdr is modified (mac, flag and csum) in place. */
 int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen)
 {
 	int rc;
 
-	if (atomic_load_explicit(&e->csum, memory_order_relaxed)) {
+	int csum = atomic_load_explicit(&e->csum, memory_order_relaxed);
+
+	/* the flag, then the MAC (it covers the flags), then the checksum (it covers the MAC) */
+	if (csum)
 		hdr[CT_HDR_FLAGS_OFF] |= CT_HF_CSUM;
+	if (e->auth)
+		ct_proto_sign(hdr, e->attr.job_key);
+	if (csum) {
 		memset(hdr + CT_HDR_CSUM_OFF, 0, 4);
 		uint32_t c = htole32(ct_proto_csum(hdr, payload, plen));
 		memcpy(hdr + CT_HDR_CSUM_OFF, &c, 4);
