@@ -22,6 +22,7 @@
 #define REGION (64u * 1024u)
 
 static const char *provider;
+static const uint64_t bad_key = 0xbadbadbad; /* registered nowhere (keys are random 64-bit) */
 static gice_device_t *d, *d2;       /* the target, and a second device of the job */
 static uint8_t *region, *region2;   /* registered on d and d2 */
 static uint64_t rkey, rkey2;
@@ -250,6 +251,56 @@ START_TEST(get_requests_with_bad_lengths_are_refused)
 }
 END_TEST
 
+/* d still serves itself: a put and a get through its own loopback complete. */
+static void loopback_completes(void)
+{
+	gice_counter_t c;
+	ck_assert_int_eq(gice_counter_alloc(d, &c), GICE_OK);
+	gice_op_t put = {.type = GICE_OP_PUT, .conn = c_self, .local = region, .bytes = 64, .rkey = rkey,
+			 .roff = REGION - 64, .signal = GICE_NO_COUNTER, .completion = c};
+	gice_op_t get = put;
+	get.type = GICE_OP_GET;
+	get.roff = REGION - 128;
+	ck_assert_int_eq(gice_post(d, &put), GICE_OK);
+	ck_assert_int_eq(gice_post(d, &get), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(d, c, GICE_CMP_GE, 2, (int)test_scaled(10000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_free(d, c), GICE_OK);
+}
+
+/* "Device 1" sends 1,200 puts with a bad key and never acknowledges the NACKs (the real device 1
+ * drops all it sends): its NACKs fill its share of d's response pool, the rest are refused and
+ * counted, and d keeps serving everyone else (itself here). */
+START_TEST(a_peer_withholding_acks_starves_only_itself)
+{
+	gice_stats_t st0 = stats();
+	uint64_t refused = st0.resp_refused, nacks = st0.nacks_sent;
+	static const uint8_t junk[8] = "12345678";
+	gice_stats_t st;
+
+	ck_assert_int_eq(gice_faults_set(d2, "drop=1"), GICE_OK);
+	for (int i = 0; i < 1200; i++) {
+		ct_hdr_t hd = {.op = CT_PKT_PUT, .flags = CT_HF_FIRST | CT_HF_LAST, .src_gid = gice_device_id(d2),
+			       .msg_id = msg_id++, .psn = psn++, .rkey = bad_key, .roff = 0, .msg_len = 8};
+		h_send(hd, NULL, junk, sizeof(junk));
+		if (i % 64 == 63) /* within d's receive windows: each refused, NACKed or not */
+			WAIT_STAT(rx_pkts, st0.rx_pkts + (uint64_t)i + 1);
+	}
+	/* every refused put is answered by a NACK or counted as one not sent */
+	for (uint64_t ms = 0; ms < test_scaled(20000); ms++) {
+		st = stats();
+		if (st.nacks_sent - nacks + st.resp_refused - refused >= 1200)
+			break;
+		h_progress();
+		nap_ms(1);
+	}
+	/* d and d2 are its peers: d2's share is half the pool, and 8 more for NACKs */
+	ck_assert_uint_eq(st.nacks_sent - nacks, 1024 / 2 + 8);
+	ck_assert_uint_eq(st.resp_refused - refused, 1200 - (1024 / 2 + 8));
+	arena_unchanged();
+	loopback_completes();
+}
+END_TEST
+
 START_TEST(rendezvous_announcements_never_read_the_devices_own_memory)
 {
 	uint64_t nacks = stats().nacks_sent;
@@ -291,6 +342,7 @@ static Suite *suite(void)
 		tcase_set_timeout(tc, 120);
 		tcase_add_test(tc, get_requests_with_bad_lengths_are_refused);
 		tcase_add_test(tc, rendezvous_announcements_never_read_the_devices_own_memory);
+		tcase_add_test(tc, a_peer_withholding_acks_starves_only_itself);
 		suite_add_tcase(s, tc);
 	}
 	return s;

@@ -226,6 +226,7 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 		e->resp_head[q] = e->resp_tail[q] = CT_NIL;
 	}
 	e->resp_free = CT_NIL;
+	e->resp_share = CT_RESP_MSGS; /* shared out as peers are added */
 	for (uint32_t i = attr->n_cts * CT_MSGS_PER_CT; i < n_msgs; i++) {
 		e->msgs[i].owner = CT_NIL;
 		e->msgs[i].next = e->resp_free;
@@ -370,6 +371,8 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info)
 		p->pid = info->pid;
 		p->tm = info->tm;
 		p->present = 1;
+		e->n_present++;
+		e->resp_share = GICE_MAX(CT_RESP_MIN_SHARE, CT_RESP_MSGS / e->n_present);
 	}
 	ct_link_unlock(e);
 	return rc;

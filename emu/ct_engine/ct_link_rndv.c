@@ -161,6 +161,9 @@ void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
 	 * (ct_rndv_choose), so an announcement in its name is forged */
 	if (h->src_gid == e->attr.gid)
 		rc = GICE_ERR_INVALID;
+	/* its PUT_DONE will need a response entry of the peer's share */
+	if (!rc && !ct_resp_room(e, h->src_gid))
+		rc = GICE_ERR_AGAIN;
 
 	if (!rc && ct_rx_signal_check(e, s, h)) {
 		ct_landed(e, h->src_gid, p, s);

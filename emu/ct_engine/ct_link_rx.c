@@ -211,8 +211,8 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 			     : hbm_translate_key(e->attr.hbm, h->rkey, h->roff, len, &off);
 		if (!rc && h->op == CT_PKT_ATOMIC_REQ && (off & 7))
 			rc = GICE_ERR_INVALID;
-		if (!rc && e->resp_free == CT_NIL)
-			rc = GICE_ERR_AGAIN;
+		if (!rc && !ct_resp_room(e, h->src_gid))
+			rc = GICE_ERR_AGAIN; /* counted in resp_refused */
 		if (rc) {
 			ct_rx_fail(e, s, h, rc);
 			ct_landed(e, h->src_gid, p, s);
