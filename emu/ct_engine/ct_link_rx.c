@@ -4,6 +4,7 @@
  * has landed, and when to acknowledge (at once, or a delayed ACK). Runs under the link lock. */
 #include "emu/ct_engine/ct_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Received packets that make the receiver acknowledge at once: GICE_CT_ACK_EVERY, but never more
@@ -65,7 +66,7 @@ static void signal_reject_log(ct_engine_t *e, uint32_t src, uint32_t msg_id, uin
 {
 	uint64_t n = ct_stat_add(e, CT_STAT_rx_bad_signal, 1);
 
-	if (n < 10 || n % 1000 == 0)
+	if CT_LOG_DUE(n)
 		gice_warn("ct", "device %u: put from device %u (msg %u) signals counter %u, %s (signal counters are "
 			  "the allocated ids in %u..%u): %s (%llu so far)", e->attr.gid, src, msg_id, sig_id,
 			  status == GICE_ERR_NOT_FOUND ? "which is not allocated" : "which is reserved or out of range",
@@ -124,8 +125,11 @@ static ct_rx_slot_t *rx_slot(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h)
 	if (s->id1 == h->msg_id + 1)
 		return s;
 	if (s->id1 || ct_psn_before(h->msg_id, p->rx_landed) || h->msg_id - p->rx_landed >= CT_PEER_WIN) {
-		gice_error("ct", "message %u from device %u is outside the receive window [%u, +%u)", h->msg_id,
-			   h->src_gid, p->rx_landed, CT_PEER_WIN);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
+		if (CT_LOG_DUE(n))
+			gice_error("ct", "message %u from device %u is outside the receive window [%u, +%u): dropped "
+				   "(%llu packets dropped so far)", h->msg_id, h->src_gid, p->rx_landed, CT_PEER_WIN,
+				   (unsigned long long)n + 1);
 		return NULL;
 	}
 	memset(s, 0, sizeof(*s));
@@ -141,10 +145,17 @@ void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
 {
 	if (s->status == GICE_OK) {
 		/* once per message, with the values involved */
-		gice_error("ct", "%s from device %u (msg %u): key 0x%llx offset %llu length %u: %s", ct_pkt_name(h->op),
-			   h->src_gid, h->msg_id, (unsigned long long)h->rkey, (unsigned long long)h->roff,
-			   h->op == CT_PKT_GET_REQ || h->op == CT_PKT_GET_RNDV ? (uint32_t)h->value : h->msg_len,
-			   gice_status_name(status));
+		uint64_t n = e->n_refused++;
+		char mtu[64] = "";
+		if (h->op == CT_PKT_GET_REQ && h->aux && h->aux < CT_MTU_MIN) /* the cause: say it */
+			snprintf(mtu, sizeof(mtu), ", answer in packets of %llu bytes", (unsigned long long)h->aux);
+		if CT_LOG_DUE(n) /* a peer can send these as fast as it likes */
+			gice_error("ct", "%s from device %u (msg %u): key 0x%llx offset %llu length %llu%s: %s "
+				   "(%llu refused so far)", ct_pkt_name(h->op), h->src_gid, h->msg_id,
+				   (unsigned long long)h->rkey, (unsigned long long)h->roff,
+				   (unsigned long long)(h->op == CT_PKT_GET_REQ || h->op == CT_PKT_GET_RNDV ? h->value
+													   : h->msg_len),
+				   mtu, gice_status_name(status), (unsigned long long)n + 1);
 		s->status = status;
 		ct_send_nack(e, h->src_gid, h->msg_id, status);
 	}
@@ -172,10 +183,8 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 	uint64_t off;
 	int rc;
 
-	if (!s) {
-		ct_stat_add(e, CT_STAT_rx_bad, 1);
-		return;
-	}
+	if (!s)
+		return; /* counted */
 	switch (h->op) {
 	case CT_PKT_PUT:
 		/* the whole message range is checked at every packet: all or nothing lands */
@@ -196,11 +205,15 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 	case CT_PKT_GET_RNDV:
 	case CT_PKT_ATOMIC_REQ: {
 		uint64_t len = h->op == CT_PKT_ATOMIC_REQ ? 8 : h->value;
-		rc = len > UINT32_MAX ? GICE_ERR_INVALID : hbm_translate_key(e->attr.hbm, h->rkey, h->roff, len, &off);
+		/* a response message carries at most UINT32_MAX bytes (msg_len); GET_REQ's aux, the
+		 * requester's packet size, 0 (ours) or at least the smallest GICE_MTU */
+		rc = len > UINT32_MAX || (h->op == CT_PKT_GET_REQ && h->aux && h->aux < CT_MTU_MIN)
+			     ? GICE_ERR_INVALID
+			     : hbm_translate_key(e->attr.hbm, h->rkey, h->roff, len, &off);
 		if (!rc && h->op == CT_PKT_ATOMIC_REQ && (off & 7))
 			rc = GICE_ERR_INVALID;
-		if (!rc && e->resp_free == CT_NIL)
-			rc = GICE_ERR_AGAIN;
+		if (!rc && !ct_resp_room(e, h->src_gid))
+			rc = GICE_ERR_AGAIN; /* counted in resp_refused */
 		if (rc) {
 			ct_rx_fail(e, s, h, rc);
 			ct_landed(e, h->src_gid, p, s);
@@ -243,9 +256,10 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 	ct_msg_t *m = ct_req_by_id(e, p, h->aux, kind, &idx);
 
 	if (!m || !(m->need & NEED_RESP)) {
-		gice_error("ct", "%s from device %u for unknown request %llu: dropped", ct_pkt_name(h->op), h->src_gid,
-			   (unsigned long long)h->aux);
-		ct_stat_add(e, CT_STAT_rx_bad, 1);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
+		if (CT_LOG_DUE(n))
+			gice_error("ct", "%s from device %u for unknown request %llu: dropped (%llu packets dropped so far)",
+				   ct_pkt_name(h->op), h->src_gid, (unsigned long long)h->aux, (unsigned long long)n + 1);
 		return;
 	}
 	if (h->status) {
@@ -264,10 +278,11 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 	}
 	/* a rendezvous get takes one GET_GO and no data; any other get only data */
 	if (h->msg_len != m->req.len || (h->op == CT_PKT_GET_GO) != m->rndv || (m->rndv && m->recvd)) {
-		gice_error("ct", "%s of %u bytes from device %u for a %sget of %llu (msg %u): dropped",
-			   ct_pkt_name(h->op), h->msg_len, h->src_gid, m->rndv ? "rendezvous " : "",
-			   (unsigned long long)m->req.len, m->msg_id);
-		ct_stat_add(e, CT_STAT_rx_bad, 1);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
+		if (CT_LOG_DUE(n))
+			gice_error("ct", "%s of %u bytes from device %u for a %sget of %llu (msg %u): dropped (%llu packets "
+				   "dropped so far)", ct_pkt_name(h->op), h->msg_len, h->src_gid, m->rndv ? "rendezvous " : "",
+				   (unsigned long long)m->req.len, m->msg_id, (unsigned long long)n + 1);
 		return;
 	}
 	if (m->rndv) {
@@ -280,24 +295,52 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 		ct_resp_done(e, idx, GICE_OK);
 }
 
-void ct_rx_message(ct_engine_t *e, const uint8_t *buf, size_t len)
+void ct_rx_message(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t from)
 {
 	while (len) {
 		size_t n = ct_proto_next(buf, len);
 		if (!n) {
 			uint64_t c = ct_stat_add(e, CT_STAT_rx_bad, 1);
-			if (c < 10 || c % 1000 == 0)
+			if CT_LOG_DUE(c)
 				gice_warn("ct", "dropped %zu trailing bytes of a fabric message: not a whole packet (%llu so far)",
 					  len, (unsigned long long)c + 1);
 			return;
 		}
-		ct_rx_packet(e, buf, n);
+		ct_rx_packet(e, buf, n, from);
 		buf += n;
 		len -= n;
 	}
 }
 
-void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
+/* 0 if the packet (parsed into h) is the job's and comes from the device it claims; else it is
+ * counted and logged (rate-limited) and -1. */
+static int rx_authentic(ct_engine_t *e, const uint8_t *buf, const ct_hdr_t *h, fab_addr_t from)
+{
+	const char *why;
+	char what[96];
+
+	if (!e->auth)
+		return 0;
+	if (!ct_proto_mac_ok(buf, e->attr.job_key)) {
+		why = h->mac ? "its MAC is not the job's (a packet from outside this job?)"
+			     : "it carries no MAC (GICE_CT_AUTH=0 at its sender?)";
+	} else if (e->attr.ep->source && h->src_gid < e->max_peers && e->peers[h->src_gid].present &&
+		   from != e->peers[h->src_gid].addr) {
+		snprintf(what, sizeof(what), "it came from another endpoint than device %u's (fabric address %s%llu)",
+			 h->src_gid, from == FAB_ADDR_UNKNOWN ? "unknown, not " : "",
+			 (unsigned long long)(from == FAB_ADDR_UNKNOWN ? e->peers[h->src_gid].addr : from));
+		why = what;
+	} else {
+		return 0;
+	}
+	uint64_t n = ct_stat_add(e, CT_STAT_rx_auth_bad, 1);
+	if CT_LOG_DUE(n)
+		gice_warn("ct", "device %u: dropped %s claiming to come from device %u: %s (%llu so far)", e->attr.gid,
+			  ct_pkt_name(h->op), h->src_gid, why, (unsigned long long)n + 1);
+	return -1;
+}
+
+void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t from)
 {
 	ct_hdr_t h;
 	const char *why;
@@ -308,7 +351,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	     (len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM))) &&
 	    !((buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM) && ct_proto_csum_ok(buf, len))) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_csum_bad, 1);
-		if (n < 10 || n % 1000 == 0) /* per-packet path: rate-limited */
+		if CT_LOG_DUE(n) /* per-packet path: rate-limited */
 			gice_warn("ct", "dropped a packet of %zu bytes: %s (%llu so far)", len,
 				  len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM)
 					  ? "CRC32C mismatch" : "no checksum (GICE_CHECKSUM is on)",
@@ -317,18 +360,20 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 	}
 	if (ct_proto_parse(buf, len, &h, &why)) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
-		if (n < 10 || n % 1000 == 0)
+		if CT_LOG_DUE(n)
 			gice_warn("ct", "dropped a malformed packet of %zu bytes: %s (%llu so far)", len, why,
 				  (unsigned long long)n + 1);
 		return;
 	}
+	if (rx_authentic(e, buf, &h, from))
+		return;
 	if (h.src_gid < e->max_peers && e->peers[h.src_gid].dead && h.dst_gid == e->attr.gid &&
 	    (h.op == CT_PKT_BYE || h.op == CT_PKT_HEARTBEAT || h.op == CT_PKT_ACK))
 		return; /* late control packets of a peer we gave up on */
 	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present ||
 	    e->peers[h.src_gid].dead) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_unknown_peer, 1);
-		if (n < 10 || n % 1000 == 0)
+		if CT_LOG_DUE(n)
 			gice_warn("ct", "dropped %s from device %u to device %u (this is device %u%s; %llu so far)",
 				  ct_pkt_name(h.op), h.src_gid, h.dst_gid, e->attr.gid,
 				  h.src_gid < e->max_peers && e->peers[h.src_gid].dead ? ", sender declared dead" : "",
@@ -359,9 +404,10 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 		return;
 	}
 	if (d >= CT_PSN_WIN) {
-		ct_stat_add(e, CT_STAT_rx_bad, 1);
-		gice_warn("ct", "psn %u from device %u is beyond the window (next %u): dropped", h.psn, h.src_gid,
-			  p->rx_next_psn);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
+		if (CT_LOG_DUE(n))
+			gice_warn("ct", "psn %u from device %u is beyond the window (next %u): dropped (%llu packets dropped "
+				  "so far)", h.psn, h.src_gid, p->rx_next_psn, (unsigned long long)n + 1);
 		return;
 	}
 	p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] |= 1ull << (h.psn % 64);
