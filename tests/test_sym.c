@@ -50,6 +50,40 @@ static void teardown(void)
 	ck_assert_int_eq(gice_finalize(), GICE_OK);
 }
 
+/* What gice logs (stderr) between capture_begin and capture_end, into text. */
+static int saved_stderr = -1;
+static char capture_path[] = "/tmp/gice-sym-log-XXXXXX";
+
+static void capture_begin(void)
+{
+	memcpy(capture_path + sizeof(capture_path) - 7, "XXXXXX", 6); /* mkstemp filled it last time */
+	int fd = mkstemp(capture_path);
+
+	ck_assert_int_ge(fd, 0);
+	fflush(stderr);
+	saved_stderr = dup(2);
+	ck_assert_int_ge(dup2(fd, 2), 0);
+	close(fd);
+}
+
+static void capture_end(char *text, size_t len)
+{
+	FILE *f;
+	size_t n;
+
+	fflush(stderr);
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	f = fopen(capture_path, "r");
+	ck_assert_ptr_nonnull(f);
+	n = fread(text, 1, len - 1, f);
+	text[n] = 0;
+	fclose(f);
+	unlink(capture_path);
+}
+
+#define ASSERT_LOGGED(text, what) ck_assert_msg(strstr(text, what), "not logged: %s\nlogged: %s", what, text)
+
 static void sync_all(int expect)
 {
 	for (int i = 0; i < NDEV; i++)
@@ -423,9 +457,18 @@ START_TEST(bad_team_rank_and_offset_outside_the_heap_fail_exactly)
 	struct neg_args a = {.team = gice_team_world(), .rc = rc};
 	gice_counter_state_t st;
 
+	static char text[8192];
+
 	ck_assert_int_eq(gice_counter_alloc(dev[0], &a.done), GICE_OK);
+	capture_begin();
 	ck_assert_int_eq(gice_launch(str[0], neg_kernel, 1, &a, sizeof(a)), GICE_OK);
 	ck_assert_int_eq(gice_stream_sync(str[0], 0), GICE_OK);
+	capture_end(text, sizeof(text));
+	ASSERT_LOGGED(text, "gice_sym_put on device 0: team rank 4 out of range (team of 4)");
+	ASSERT_LOGGED(text, "gice_sym_put on device 0: offset 1048566 + 100 bytes outside the 1048576-byte symmetric heap");
+	ASSERT_LOGGED(text, "gice_sym_get on device 0: offset 1048576 + 1 bytes outside the 1048576-byte symmetric heap");
+	ASSERT_LOGGED(text, "gice_sym_signal on device 0: team rank 7 out of range (team of 4)");
+	ASSERT_LOGGED(text, "gice_sym_put on device 0: no team");
 	ck_assert_int_eq(rc[0], GICE_ERR_INVALID);
 	ck_assert_int_eq(rc[1], GICE_ERR_OUT_OF_BOUNDS);
 	ck_assert_int_eq(rc[2], GICE_ERR_OUT_OF_BOUNDS);
@@ -446,11 +489,20 @@ START_TEST(bad_allocations_and_splits_fail_exactly)
 	uint64_t off;
 	gice_team_t *t;
 
+	static char text[8192];
+
+	capture_begin();
 	ck_assert_int_eq(gice_sym_alloc(0, &off), GICE_ERR_INVALID);
 	ck_assert_int_eq(gice_sym_alloc(HEAP + 1, &off), GICE_ERR_NO_MEMORY);
+	capture_end(text, sizeof(text));
+	ASSERT_LOGGED(text, "gice_sym_alloc of 0 bytes: empty");
+	ASSERT_LOGGED(text, "gice_sym_alloc of 1048577 bytes: no room in the 1048576-byte symmetric heap (largest hole 1048576)");
 	ck_assert_int_eq(gice_sym_free(12345), GICE_ERR_INVALID);
 	ck_assert_int_eq(gice_sym_init(HEAP), GICE_ERR_INVALID); /* already */
+	capture_begin();
 	ck_assert_int_eq(gice_team_split_strided(gice_team_world(), 2, 2, 2, &t), GICE_ERR_INVALID);
+	capture_end(text, sizeof(text));
+	ASSERT_LOGGED(text, "gice_team_split_strided(start 2, stride 2, size 2): rank 4 is past the parent's 4 ranks");
 	ck_assert_int_eq(gice_team_split_strided(gice_team_world(), 0, 0, 2, &t), GICE_ERR_INVALID);
 	ck_assert_int_eq(gice_team_destroy(gice_team_world()), GICE_ERR_INVALID);
 	ck_assert_int_eq(gice_sym_fini(), GICE_OK);
@@ -767,9 +819,24 @@ START_TEST(three_processes_symmetric_ring_barriers_and_split)
 	/* 0: the default provider (shm), 1: a refused allocation, 2: over tcp with no NVLink plane
 	 * (team barriers signal through the fabric instead of writing peers' trigger memory) */
 	static const char *const net[] = {"GICE_PLANE=net", NULL};
-	run_job(3, 3, _i == 1 ? job_mismatch : job_plain, _i == 2 ? "tcp" : NULL, _i == 2 ? net : NULL, st, NULL);
+	char log[] = "/tmp/gice-sym-XXXXXX";
+	int fd = mkstemp(log);
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	run_job(3, 3, _i == 1 ? job_mismatch : job_plain, _i == 2 ? "tcp" : NULL, _i == 2 ? net : NULL, st, log);
+	char text[4096] = {0};
+	FILE *f = fopen(log, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	unlink(log);
+	text[n] = 0;
 	for (int r = 0; r < 3; r++)
-		ck_assert_msg(st[r] == 0, "rank %d exited %d", r, st[r]);
+		ck_assert_msg(st[r] == 0, "rank %d exited %d; rank 0 said: %s", r, st[r], text);
+	if (_i == 1) /* rank 0 names the rank that asked for another size */
+		ck_assert_msg(strstr(text, "gice_sym_alloc: rank 1 asked for 128 bytes, rank 0 for 64: nothing allocated"),
+			      "rank 0 said: %s", text);
 }
 END_TEST
 
