@@ -391,6 +391,22 @@ int gice_sym_counter_alloc(gice_counter_t *ctr)
 					if (!api_sym.local[i].closed)
 						tm_counter_free(api_sym.local[i].dev->tm, lo);
 		}
+		/* every rank has reset its copies before any returns: a peer that went on at once
+		 * could otherwise signal (or write directly, on the NVLink plane) a counter here that
+		 * the reset then wipes (a team barrier lost its first round this way) */
+		uint32_t ok = rc ? 0 : 1;
+		int xrc = api_sym_exchange(&ok, sizeof(ok), all);
+		for (uint32_t r = 0; !xrc && r < ranks; r++)
+			if (!all[r] && !rc) {
+				gice_error("api", "gice_sym_counter_alloc: rank %u could not take counter %u", r, lo);
+				rc = GICE_ERR_BUSY;
+			}
+		if (xrc && !rc)
+			rc = xrc;
+		if (rc && ok)
+			for (uint32_t i = 0; i < api_sym.n_local; i++)
+				if (!api_sym.local[i].closed)
+					tm_counter_free(api_sym.local[i].dev->tm, lo);
 		if (!rc)
 			*ctr = lo;
 		break;

@@ -316,7 +316,8 @@ int gice_team_split_strided(gice_team_t *parent, uint32_t start, uint32_t stride
  * Collective over every rank of the job (a rank with no device in parent passes NULLs). */
 int gice_team_split(gice_team_t *parent, const int *colors, const int *keys, gice_team_t **out);
 /* Free a team of this process and its barrier counters (call it on every rank that holds the
- * team; ranks without a handle have nothing to free). GICE_ERR_INVALID for NULL and the world
+ * team, once no member can still be in a barrier of it, e.g. after gice_barrier; ranks without
+ * a handle have nothing to free). GICE_ERR_INVALID for NULL and the world
  * team, which goes with gice_sym_fini (as does every team not destroyed). */
 int gice_team_destroy(gice_team_t *team);
 

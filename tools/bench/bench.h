@@ -96,5 +96,6 @@ int bench_launch(void);
 int bench_stress(void);
 int bench_rate(void);
 int bench_soak(void);
+int bench_barrier(void); /* bench_team.c */
 
 #endif

@@ -99,7 +99,8 @@ static void usage(FILE *f)
 		   "       gice-bench rate [--csv] [--sizes 8,4096,...] [--window N] [--iters N] [--provider NAME]\n"
 		   "       gice-bench stress [--csv] [--iters N] [--bytes B] [--chunk B] [--window N] [--seed S] "
 		   "[--timeout-ms MS] [--provider NAME]\n"
-		   "       gice-bench soak [--iters N] [--provider NAME]\n");
+		   "       gice-bench soak [--iters N] [--provider NAME]\n"
+		   "       gice-bench barrier [--csv] [--iters N] [--provider NAME]\n");
 }
 
 /* A number with an optional k, m or g suffix (binary), within [min, max]; 0 on success. */
@@ -228,6 +229,8 @@ int main(int argc, char **argv)
 		rc = bench_rate();
 	else if (!strcmp(argv[optind], "soak"))
 		rc = bench_soak();
+	else if (!strcmp(argv[optind], "barrier"))
+		rc = bench_barrier();
 	else {
 		usage(stderr);
 		rc = 2;
