@@ -809,6 +809,58 @@ static int job_rank(int rank, int size, int mode)
 	return 0;
 }
 
+/* A rank with two devices: the world interleaves the ranks' devices (device id = open round x
+ * ranks + rank), the ring runs over all of them, and a team barrier holds them all. */
+static int job_two_devices(int rank, int size)
+{
+	gice_device_t *d[2];
+	gice_stream_t *s[2];
+	struct ring_args a = {.bytes = 5000};
+
+	FAILIF(gice_init(), "gice_init");
+	for (int i = 0; i < 2; i++)
+		FAILIF(gice_device_open(NULL, &d[i]) || gice_stream_create(d[i], &s[i]), "device %d", i);
+	FAILIF(gice_sym_init(HEAP), "gice_sym_init");
+	a.team = gice_team_world();
+	uint32_t n = gice_team_size(a.team);
+	FAILIF(n != 2u * (uint32_t)size || gice_team_n_local(a.team) != 2, "world of %u", n);
+	FAILIF(gice_sym_alloc(a.bytes, &a.src) || gice_sym_alloc(a.bytes, &a.dst) || gice_sym_alloc(a.bytes, &a.back),
+	       "alloc");
+	FAILIF(gice_sym_counter_alloc(&a.sig) || gice_sym_counter_alloc(&a.done), "counters");
+	for (int i = 0; i < 2; i++) {
+		uint32_t me = (uint32_t)gice_team_rank(a.team, d[i]);
+		FAILIF(me != (uint32_t)(i * size + rank), "device %d has world rank %u", i, me);
+		uint8_t *p = gice_sym_ptr(d[i], a.src);
+		for (size_t j = 0; j < a.bytes; j++)
+			p[j] = pat(me, j);
+	}
+	for (int i = 0; i < 2; i++)
+		FAILIF(gice_launch(s[i], ring_kernel, 1, &a, sizeof(a)), "launch");
+	for (int i = 0; i < 2; i++)
+		FAILIF(gice_stream_sync(s[i], 0), "ring on device %d", i);
+	for (int i = 0; i < 2; i++) {
+		uint32_t me = (uint32_t)gice_team_rank(a.team, d[i]), left = (me + n - 1) % n, right = (me + 1) % n;
+		const uint8_t *dst = gice_sym_ptr(d[i], a.dst), *back = gice_sym_ptr(d[i], a.back);
+		for (size_t j = 0; j < a.bytes; j++) {
+			FAILIF(dst[j] != pat(left, j), "device %d byte %zu from world rank %u", i, j, left);
+			FAILIF(back[j] != pat(right, j), "device %d byte %zu got from world rank %u", i, j, right);
+		}
+	}
+	struct bar_sym_args b = {.team = a.team};
+	FAILIF(gice_sym_alloc(8ull * BAR_ITERS * n, &b.slots) || gice_sym_alloc(8 * BAR_ITERS, &b.src), "alloc");
+	for (int i = 0; i < 2; i++)
+		FAILIF(gice_launch(s[i], barrier_sym_kernel, 1, &b, sizeof(b)), "launch");
+	for (int i = 0; i < 2; i++)
+		FAILIF(gice_stream_sync(s[i], 0), "barriers on device %d", i);
+	FAILIF(gice_sym_fini(), "gice_sym_fini");
+	for (int i = 0; i < 2; i++) {
+		gice_stream_destroy(s[i]);
+		gice_device_close(d[i]);
+	}
+	gice_finalize();
+	return 0;
+}
+
 static int job_plain(int rank, int size) { return job_rank(rank, size, 0); }
 static int job_mismatch(int rank, int size) { return job_rank(rank, size, 1); }
 
@@ -817,14 +869,16 @@ START_TEST(three_processes_symmetric_ring_barriers_and_split)
 	int st[3];
 
 	/* 0: the default provider (shm), 1: a refused allocation, 2: over tcp with no NVLink plane
-	 * (team barriers signal through the fabric instead of writing peers' trigger memory) */
+	 * (team barriers signal through the fabric instead of writing peers' trigger memory), 3: two
+	 * devices per rank */
 	static const char *const net[] = {"GICE_PLANE=net", NULL};
+	static const rank_fn fns[] = {job_plain, job_mismatch, job_plain, job_two_devices};
 	char log[] = "/tmp/gice-sym-XXXXXX";
 	int fd = mkstemp(log);
 
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	run_job(3, 3, _i == 1 ? job_mismatch : job_plain, _i == 2 ? "tcp" : NULL, _i == 2 ? net : NULL, st, log);
+	run_job(3, 3, fns[_i], _i == 2 ? "tcp" : NULL, _i == 2 ? net : NULL, st, log);
 	char text[4096] = {0};
 	FILE *f = fopen(log, "r");
 	ck_assert_ptr_nonnull(f);
@@ -868,7 +922,7 @@ static Suite *suite(void)
 		{"grid_sync", grid_sync_holds_every_block_of_a_cooperative_launch, 1, setup, NULL},
 		{"grid_sync_timeout", grid_sync_with_a_block_that_returned_times_out, 1, setup_short_timeout, teardown_one},
 		{"disarm_rearm", disarm_and_rearm_one_slot_again_and_again, 1, open_devices, NULL},
-		{"multiproc", three_processes_symmetric_ring_barriers_and_split, 3, NULL, NULL},
+		{"multiproc", three_processes_symmetric_ring_barriers_and_split, 4, NULL, NULL},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
