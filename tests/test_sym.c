@@ -180,6 +180,93 @@ START_TEST(sym_alloc_gives_the_same_offsets_and_counter_ids_everywhere)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- a hand-written ring allreduce
+ * docs/api.md's porting example: a ring allreduce (reduce-scatter, then allgather) of int64
+ * sums written with symmetric put_signal and counter waits only, as one would port an NVSHMEM
+ * kernel. count is a multiple of the team size. */
+struct ar_args {
+	gice_team_t *team;
+	uint64_t data, recv;  /* heap offsets: count int64 in and out; 2 (n - 1) chunks landing zone */
+	size_t count;
+	gice_counter_t sig, done; /* symmetric: chunks arrived here; this device's puts completed */
+};
+
+static void allreduce_kernel(gice_kctx_t *k, void *p)
+{
+	struct ar_args *a = p;
+	uint32_t n = gice_team_size(a->team), me = (uint32_t)gice_team_rank(a->team, k->dev), right = (me + 1) % n;
+	size_t m = a->count / n, cb = m * sizeof(int64_t);
+	int64_t *data = gice_sym_ptr(k->dev, a->data), *recv = gice_sym_ptr(k->dev, a->recv);
+	int rc = GICE_OK;
+
+	/* reduce-scatter: step s sends chunk me - s to the right (slot s there), receives chunk
+	 * me - s - 1 from the left into slot s and adds it in; a strong signal counts a step only
+	 * once every earlier put from that neighbour has landed */
+	for (uint32_t s = 0; s + 1 < n && !rc; s++) {
+		size_t cs = (me + n - s) % n, cr = (me + 2 * n - s - 1) % n;
+		rc = gice_sym_put_signal(k, a->team, right, a->recv + s * cb, &data[cs * m], cb, a->sig, 1,
+					 GICE_SIGNAL_ADD | GICE_SIGNAL_STRONG, a->done);
+		if (!rc)
+			rc = gice_wait_until(k, a->sig, GICE_CMP_GE, s + 1, 0, NULL);
+		for (size_t i = 0; !rc && i < m; i++)
+			data[cr * m + i] += recv[s * m + i];
+	}
+	/* the chunks sent so far are overwritten below: their puts must have completed */
+	if (!rc && n > 1)
+		rc = gice_wait_until(k, a->done, GICE_CMP_GE, n - 1, 0, NULL);
+	/* allgather: this device holds the sum of chunk me + 1; pass the sums around */
+	for (uint32_t t = 0; t + 1 < n && !rc; t++) {
+		size_t cs = (me + 1 + n - t) % n, cr = (me + n - t) % n, slot = n - 1 + t;
+		rc = gice_sym_put_signal(k, a->team, right, a->recv + slot * cb, &data[cs * m], cb, a->sig, 1,
+					 GICE_SIGNAL_ADD | GICE_SIGNAL_STRONG, a->done);
+		if (!rc)
+			rc = gice_wait_until(k, a->sig, GICE_CMP_GE, slot + 1, 0, NULL);
+		if (!rc)
+			memcpy(&data[cr * m], &recv[slot * m], cb);
+	}
+	if (!rc) /* every put done everywhere before the buffers are used again */
+		rc = gice_team_barrier(k, a->team);
+	if (rc)
+		gice_kernel_fail(k, rc, "allreduce");
+}
+
+/* Allocate and fill (device of team rank r: r * 1000 + i), run, check the sums. Returns 0. */
+static int allreduce_check(gice_device_t *const *devs, gice_stream_t *const *strs, int n_local, size_t count)
+{
+	struct ar_args a = {.team = gice_team_world(), .count = count};
+	uint32_t n = gice_team_size(a.team);
+
+	if (gice_sym_alloc(count * 8, &a.data) || gice_sym_alloc(2 * n * (count / n) * 8 + 8, &a.recv) ||
+	    gice_sym_counter_alloc(&a.sig) || gice_sym_counter_alloc(&a.done))
+		return 1;
+	for (int i = 0; i < n_local; i++) {
+		int64_t *d = gice_sym_ptr(devs[i], a.data), r = gice_team_rank(a.team, devs[i]);
+		for (size_t j = 0; j < count; j++)
+			d[j] = r * 1000 + (int64_t)j;
+	}
+	for (int i = 0; i < n_local; i++)
+		if (gice_launch(strs[i], allreduce_kernel, 1, &a, sizeof(a)))
+			return 2;
+	for (int i = 0; i < n_local; i++)
+		if (gice_stream_sync(strs[i], 0))
+			return 3;
+	for (int i = 0; i < n_local; i++) {
+		const int64_t *d = gice_sym_ptr(devs[i], a.data);
+		for (size_t j = 0; j < count; j++)
+			if (d[j] != 1000 * (int64_t)n * (n - 1) / 2 + (int64_t)n * (int64_t)j) {
+				fprintf(stderr, "allreduce: device %d element %zu: %lld\n", i, j, (long long)d[j]);
+				return 4;
+			}
+	}
+	return 0;
+}
+
+START_TEST(a_ring_allreduce_written_with_symmetric_puts_and_signals)
+{
+	ck_assert_int_eq(allreduce_check(dev, str, NDEV, NDEV * 3000), 0);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- signals and waits over sets */
 
 struct all_args {
@@ -801,6 +888,7 @@ static int job_rank(int rank, int size, int mode)
 		FAILIF(gice_stream_sync(s, 0), "even barriers");
 		FAILIF(gice_team_destroy(even), "destroy");
 	}
+	FAILIF(allreduce_check(&d, &s, 1, (size_t)size * 1001), "allreduce");
 	FAILIF(gice_sym_fini(), "gice_sym_fini");
 	FAILIF(gice_barrier(), "barrier");
 	gice_stream_destroy(s);
@@ -907,6 +995,7 @@ static Suite *suite(void)
 		void (*teardown)(void);
 	} cases[] = {
 		{"sym_ring", sym_put_signal_and_get_around_a_ring_of_four_devices, 2, setup, NULL},
+		{"allreduce", a_ring_allreduce_written_with_symmetric_puts_and_signals, 1, setup, NULL},
 		{"sym_alloc", sym_alloc_gives_the_same_offsets_and_counter_ids_everywhere, 1, setup, NULL},
 		{"signal_wait_all", signal_only_ops_and_wait_until_all, 1, setup, NULL},
 		{"wait_sets", wait_until_any_some_and_all_vector, 1, setup, NULL},
