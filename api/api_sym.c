@@ -211,19 +211,21 @@ err:
 	return rc;
 }
 
-int gice_sym_fini(void)
+int gice_sym_fini(void) { return api_sym_fini(1); }
+
+int api_sym_fini(int drain)
 {
 	if (!api_sym.on)
 		return GICE_ERR_INVALID;
 	/* drain: the last barrier's signals may still be in flight to devices about to close */
-	for (uint32_t i = 0; i < api_sym.n_local; i++)
+	for (uint32_t i = 0; drain && i < api_sym.n_local; i++)
 		if (!api_sym.local[i].closed) {
 			int rc = gice_device_quiet(api_sym.local[i].dev, 0);
 			if (rc)
 				gice_debug("api", "gice_sym_fini: device %u: quiet: %s", api_sym.local[i].dev->gid,
 					   gice_status_name(rc));
 		}
-	if (gice_world_size() > 1)
+	if (drain && gice_world_size() > 1)
 		gice_barrier();
 	while (api_sym.teams) /* the world and the splits not destroyed */
 		api_team_free(api_sym.teams);

@@ -87,6 +87,9 @@ int api_sym_exchange(const void *mine, size_t len, void *all);
  * collective (symmetric counters). */
 int api_team_make(const uint32_t *gids, uint32_t n, gice_team_t **out);
 void api_team_free(gice_team_t *t);
+/* gice_sym_fini; drain 0 (gice_finalize of a program that did not call it): no quiet, no
+ * meeting of the ranks, which may be gone. */
+int api_sym_fini(int drain);
 /* gice_device_close: d leaves the symmetric state (its heap goes with its memory). */
 void api_sym_device_closed(gice_device_t *d);
 

@@ -297,7 +297,7 @@ int gice_finalize(void)
 	if (--api_g.refs == 0) {
 		if (api_sym.on) { /* the program did not call gice_sym_fini */
 			pthread_mutex_unlock(&api_g.lock);
-			gice_sym_fini();
+			api_sym_fini(0);
 			pthread_mutex_lock(&api_g.lock);
 		}
 		if (api_g.watchdog_on) {

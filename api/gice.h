@@ -270,9 +270,10 @@ typedef struct gice_team gice_team_t;
 int gice_sym_init(size_t heap_bytes);
 /* Undo gice_sym_init, collectively: every device here is quieted and the ranks meet (so no
  * signal is still in flight to a device about to close); then every team (their handles are
- * invalid from now on), the heaps and the
- * symmetric state go (symmetric counters stay allocated: free them first if the devices live
- * on). GICE_ERR_INVALID when not initialised. gice_finalize calls it when the program did not. */
+ * invalid from now on), the heaps and the symmetric state go (symmetric counters stay
+ * allocated: free them first if the devices live on). GICE_ERR_INVALID when not initialised.
+ * gice_finalize frees what the program did not, without the quiet and the meeting (ranks may
+ * be gone by then). */
 int gice_sym_fini(void);
 /* Allocate bytes (256-byte aligned) at the same offset *off of every device's heap, first fit.
  * GICE_ERR_INVALID for 0 bytes, before gice_sym_init, or when ranks asked for different sizes
