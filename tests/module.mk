@@ -12,3 +12,4 @@ TESTS += test_reliability
 TESTS += test_failure test_completions
 TESTS += test_launch test_progress test_get
 TEST_SCRIPTS += test_bench
+TESTS += test_storage

@@ -102,6 +102,8 @@ static int list_config(void)
 /* The counters, from GICE_STATS_LIST: the fields of gice_stats_t, in order. */
 #define STAT_SOURCE_ENGINE "engine"
 #define STAT_SOURCE_FAULT "faults"
+#define STAT_SOURCE_STORAGE "storage"
+#define STAT_SOURCE_POOL "pool"
 
 static int list_stats(void)
 {
