@@ -5,7 +5,7 @@
 
 const gice_param_t api_pool_params[] = {
 	{"GICE_COMM_POOL_BYTES", "0",
-	 "device memory reserved per device for communication buffers (gice_pool_alloc GICE_POOL_COMM), "
+	 "device memory reserved per device for communication buffers (gice_pool_alloc of the communication pool), "
 	 "rounded up to 64 KiB; gice_mem_alloc (the compute pool) gets the rest; 0: one pool for both",
 	 GICE_PARAM_SIZE, 0, 64ull << 30},
 	{NULL, NULL, NULL, 0, 0, 0},
@@ -42,7 +42,7 @@ static int pool_range(const gice_device_t *d, gice_pool_t p, uint64_t *lo, uint6
 		*hi = d->size;
 		*name = split ? "communication" : NULL;
 	} else {
-		gice_error("api", "device %u: unknown pool %d (GICE_POOL_COMPUTE or GICE_POOL_COMM)", d->gid, (int)p);
+		gice_error("api", "device %u: unknown pool %d (0: compute, 1: communication)", d->gid, (int)p);
 		return GICE_ERR_INVALID;
 	}
 	return GICE_OK;

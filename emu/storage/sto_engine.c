@@ -21,6 +21,8 @@ const gice_param_t sto_params[] = {
 	 "thread) or auto (uring, else psync)", GICE_PARAM_STR, 0, 0},
 	{"GICE_IO_QD", "32", "storage path: chunks in flight per device (io_uring queue depth)", GICE_PARAM_U64, 1,
 	 4096},
+	{"GICE_IO_CACHE_QD", "4", "storage path: of those, chunks through the page cache in flight at most (deep "
+	 "queues of buffered reads defeat readahead: io_uring hands them to worker threads)", GICE_PARAM_U64, 1, 4096},
 	{"GICE_IO_CHUNK", "1m", "storage path: largest single read or write a request is cut into", GICE_PARAM_SIZE,
 	 4096, 1ull << 30},
 	{"GICE_IO_DIRECT", "1", "storage path: use O_DIRECT for the parts of a request whose file offset, length "
@@ -208,6 +210,8 @@ static int feed(sto_engine_t *e)
 			else
 				direct = 0;
 		}
+		if (!direct && e->inflight_cached >= e->cache_qd)
+			break; /* the page cache's share of the queue is full */
 		uint32_t c = e->chunk_free;
 		sto_chunk_t *ch = &e->chunks[c];
 		e->chunk_free = ch->next;
@@ -220,6 +224,7 @@ static int feed(sto_engine_t *e)
 		o->next += len;
 		o->inflight++;
 		e->inflight++;
+		e->inflight_cached += !direct;
 		n++;
 	}
 	if (n)
@@ -230,6 +235,7 @@ static int feed(sto_engine_t *e)
 /* Requeue chunk c (a short transfer's rest, or a direct one retried buffered). */
 static void requeue(sto_engine_t *e, uint32_t c)
 {
+	e->inflight_cached += !e->chunks[c].direct;
 	while (e->ops->queue(e, c) == GICE_ERR_AGAIN) {
 		e->ops->submit(e); /* room comes as the kernel takes entries */
 		sched_yield();
@@ -243,6 +249,7 @@ static void chunk_done(sto_engine_t *e, uint32_t c, int64_t res)
 	sto_op_t *o = &e->ops_tab[ch->req];
 	sto_file_t *f = &e->files[o->r.file];
 
+	e->inflight_cached -= !ch->direct; /* back below if requeued */
 	if (res < 0 && ch->direct && res == -EINVAL && o->status == GICE_OK) {
 		/* the file system refuses this O_DIRECT transfer: the page cache from now on */
 		gice_info("storage", "device %u: O_DIRECT %s on %s refused (EINVAL): page cache from now on",
@@ -359,9 +366,9 @@ const char *sto_backend_name(const sto_engine_t *e) { return e->ops->name; }
 
 static int read_params(sto_engine_t *e, const char **backend)
 {
-	uint64_t v[5];
+	uint64_t v[6];
 	const char *names[] = {"GICE_IO_QD", "GICE_IO_CHUNK", "GICE_IO_DIRECT", "GICE_IO_MAX_FILES",
-			       "GICE_IO_REGISTER_BUFFERS"};
+			       "GICE_IO_REGISTER_BUFFERS", "GICE_IO_CACHE_QD"};
 	int rc;
 
 	for (size_t i = 0; i < GICE_ARRAY_SIZE(names); i++)
@@ -372,6 +379,7 @@ static int read_params(sto_engine_t *e, const char **backend)
 	e->direct = (int)v[2];
 	e->max_files = (uint32_t)v[3];
 	e->reg_bufs = (int)v[4];
+	e->cache_qd = (uint32_t)v[5];
 	*backend = gice_param_str(gice_param_find(sto_params, "GICE_IO_BACKEND"));
 	if (strcasecmp(*backend, "auto") && strcasecmp(*backend, "uring") && strcasecmp(*backend, "psync")) {
 		gice_error("config", "GICE_IO_BACKEND=\"%s\": expected auto, uring or psync", *backend);

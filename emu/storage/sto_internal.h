@@ -95,6 +95,7 @@ struct sto_engine {
 	uint32_t n_ops, op_free, act_head, act_tail;
 	sto_chunk_t *chunks;
 	uint32_t chunk_free, inflight;
+	uint32_t inflight_cached, cache_qd; /* chunks through the page cache (GICE_IO_CACHE_QD) */
 	_Atomic uint64_t accepted, completed; /* requests: shutdown waits for completed == accepted */
 
 	sto_file_t *files;
