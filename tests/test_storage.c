@@ -3,7 +3,8 @@
  *   armed file write; a stream write on another device fires an armed file read of that file,
  *   the read's completion releases the next kernel, which finds every byte (bit-exact); over
  *   O_DIRECT, over the page cache (GICE_IO_DIRECT=0), and with the psync backend; the
- *   io_* counters say which path moved the bytes;
+ *   io_* counters say which path moved the bytes; and checkpointed by one rank, reloaded by
+ *   another (two processes of a job);
  * - errors: a read past the end of a short file, a missing file, a write to a file opened
  *   read-only, an operation on a file that is not open, and a full file system (a 1 MiB tmpfs
  *   the test mounts: root only) give the exact status in the completion counter and the message
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "api/gice.h"
+#include "tests/test_job.h"
 #include "tests/test_util.h"
 
 #define MIB (1024u * 1024u)
@@ -172,6 +174,68 @@ START_TEST(checkpoint_by_trigger_reloads_bit_exact_on_another_device)
 	ck_assert_int_eq(gice_device_close(A), GICE_OK);
 	ck_assert_int_eq(gice_device_close(B), GICE_OK);
 	ck_assert_int_eq(gice_finalize(), GICE_OK);
+	remove_dir();
+}
+END_TEST
+
+/* Rank 0 checkpoints by trigger, rank 1 (another process) reloads by trigger and checks. */
+static int ckpt_rank(int rank, int size)
+{
+	gice_device_t *d;
+	gice_stream_t *s;
+	gice_counter_t trig, done;
+	gice_file_t f;
+	gice_desc_t desc;
+	void *buf, *bad;
+	char path[300];
+
+	path_of(path, sizeof(path), "ranks.bin");
+	FAILIF(gice_init(), "gice_init");
+	gice_device_attr_t at = {.n_sms = 2, .n_cts = 2, .hbm_bytes = CKPT + 4 * MIB};
+	FAILIF(gice_device_open(&at, &d), "device open");
+	FAILIF(gice_stream_create(d, &s) || gice_mem_alloc(d, CKPT, &buf) || gice_mem_alloc(d, 4096, &bad) ||
+		       gice_counter_alloc(d, &trig) || gice_counter_alloc(d, &done), "set-up");
+	if (rank == 0) {
+		FAILIF(gice_file_open(d, path, GICE_FILE_WRITE | GICE_FILE_CREATE | GICE_FILE_TRUNC, &f), "open");
+		gice_op_t w = {.type = GICE_OP_FILE_WRITE, .local = buf, .bytes = CKPT, .rkey = f,
+			       .signal = GICE_NO_COUNTER, .completion = done};
+		FAILIF(gice_arm(d, trig, BLOCKS, 0, &w, &desc), "arm write");
+		struct fill_args a = {.buf = buf, .words = CKPT / 8, .trig = trig};
+		FAILIF(gice_launch(s, fill_kernel, BLOCKS, &a, sizeof(a)), "launch fill");
+		FAILIF(gice_stream_wait_value(s, done, GICE_CMP_GE, 1, test_scaled(120000)), "stream wait");
+		FAILIF(gice_stream_sync(s, test_scaled(120000)), "checkpoint");
+	}
+	FAILIF(gice_barrier(), "barrier after the checkpoint");
+	if (rank == 1) {
+		memset(buf, 0, CKPT);
+		memset(bad, 0xff, BLOCKS * 8);
+		FAILIF(gice_file_open(d, path, GICE_FILE_READ, &f), "open");
+		gice_op_t r = {.type = GICE_OP_FILE_READ, .local = buf, .bytes = CKPT, .rkey = f,
+			       .signal = GICE_NO_COUNTER, .completion = done};
+		FAILIF(gice_arm(d, trig, 1, 0, &r, &desc), "arm read");
+		struct fill_args v = {.buf = buf, .words = CKPT / 8, .trig = trig, .bad = bad};
+		FAILIF(gice_stream_write_value(s, trig, 1, 1) ||
+			       gice_stream_wait_value(s, done, GICE_CMP_GE, 1, test_scaled(120000)) ||
+			       gice_launch(s, verify_kernel, BLOCKS, &v, sizeof(v)), "enqueue");
+		FAILIF(gice_stream_sync(s, test_scaled(120000)), "reload");
+		for (uint32_t b = 0; b < BLOCKS; b++)
+			FAILIF(((uint64_t *)bad)[b], "block %u: %llu words differ", b,
+			       (unsigned long long)((uint64_t *)bad)[b]);
+	}
+	FAILIF(gice_file_close(d, f), "close");
+	FAILIF(gice_barrier(), "barrier before closing");
+	FAILIF(gice_stream_destroy(s) || gice_device_close(d) || gice_finalize(), "teardown");
+	(void)size;
+	return 0;
+}
+
+START_TEST(checkpoint_by_one_rank_reloads_bit_exact_in_another)
+{
+	int st[2];
+
+	make_dir();
+	run_job(2, 2, ckpt_rank, NULL, NULL, st, NULL);
+	ck_assert_msg(st[0] == 0 && st[1] == 0, "rank exit status %d, %d", st[0], st[1]);
 	remove_dir();
 }
 END_TEST
@@ -477,6 +541,10 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_loop_test(tc, checkpoint_by_trigger_reloads_bit_exact_on_another_device, 0,
 			    (int)(sizeof(ckpt_env) / sizeof(ckpt_env[0])));
+	suite_add_tcase(s, tc);
+	tc = tcase_create("checkpoint_ranks");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, checkpoint_by_one_rank_reloads_bit_exact_in_another);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_set_timeout(tc, 60);

@@ -560,7 +560,7 @@ int sto_file_open(sto_engine_t *e, const char *path, unsigned flags, uint32_t *i
 	}
 	f->dfd = dfd;
 	/* release: a submitter that sees fd sees the file filled in */
-	atomic_store_explicit((_Atomic int *)&f->fd, fd, memory_order_release);
+	atomic_store_explicit(&f->fd, fd, memory_order_release);
 	pthread_mutex_unlock(&e->files_lock);
 	*id = i;
 	return GICE_OK;
@@ -585,7 +585,7 @@ int sto_file_close(sto_engine_t *e, uint32_t id)
 		if (f->dfd >= 0)
 			close(f->dfd);
 		f->dfd = -1;
-		atomic_store_explicit((_Atomic int *)&f->fd, -1, memory_order_release);
+		atomic_store_explicit(&f->fd, -1, memory_order_release);
 	}
 	pthread_mutex_unlock(&e->files_lock);
 	return rc;

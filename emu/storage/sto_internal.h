@@ -34,7 +34,7 @@ typedef struct {
 } sto_op_t;
 
 typedef struct {
-	int fd;           /* buffered (page cache); -1: slot free */
+	_Atomic int fd;   /* buffered (page cache); -1: slot free (release: the file is filled in) */
 	int dfd;          /* O_DIRECT, or -1 */
 	unsigned flags;   /* STO_F_* */
 	uint8_t no_direct; /* the file system refused O_DIRECT once (storage thread) */
