@@ -351,7 +351,7 @@ static void *sto_thread(void *arg)
 			struct pollfd p = {.fd = e->efd, .events = POLLIN};
 			uint64_t v;
 			/* a psync backend has its completions already: no wait with chunks in flight */
-			if (poll(&p, 1, e->inflight && e->ops == &sto_psync_ops ? 0 : 100) > 0 &&
+			if (poll(&p, 1, e->inflight && e->ops == &sto_psync_ops ? 0 : 1000) > 0 &&
 			    read(e->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 				gice_error("storage", "device %u: eventfd read: %m", e->attr.gid);
 		}
