@@ -68,6 +68,9 @@ typedef struct {
 	int (*reap)(struct sto_engine *e, uint32_t *c, int64_t *res);
 } sto_backend_ops_t;
 
+/* sto_file.c: errno of a failed transfer or open -> status */
+int sto_errno_status(int err);
+
 extern const sto_backend_ops_t sto_uring_ops;
 extern const sto_backend_ops_t sto_psync_ops;
 
