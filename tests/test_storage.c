@@ -5,8 +5,8 @@
  *   O_DIRECT, over the page cache (GICE_IO_DIRECT=0), and with the psync backend; the
  *   io_* counters say which path moved the bytes; and checkpointed by one rank, reloaded by
  *   another (two processes of a job);
- * - errors: a read past the end of a short file, a missing file, a write to a file opened
- *   read-only, an operation on a file that is not open, and a full file system (a 1 MiB tmpfs
+ * - errors: a read past the end of a short file, an I/O error (EIO: /proc/self/mem where nothing
+ *   is mapped), a missing file, a write to a file opened read-only, an operation on a file that is not open, and a full file system (a 1 MiB tmpfs
  *   the test mounts: root only) give the exact status in the completion counter and the message
  *   (file, offset, length, errno) in gice_file_error;
  * - order: a checkpoint armed on the signal counter of strong-signalled puts into the buffer (the
@@ -319,6 +319,23 @@ START_TEST(read_past_end_of_short_file_fails_out_of_bounds)
 }
 END_TEST
 
+/* /proc/self/mem at an address nothing is mapped at reads EIO */
+START_TEST(io_error_fails_io_naming_errno)
+{
+	char msg[512];
+	gice_file_t f;
+
+	err_open();
+	ck_assert_int_eq(gice_file_open(D, "/proc/self/mem", GICE_FILE_READ, &f), GICE_OK);
+	ck_assert_int_eq(post_wait(GICE_OP_FILE_READ, f, 4096, 4096), GICE_ERR_IO);
+	ck_assert_int_eq(gice_file_error(D, f, msg, sizeof(msg)), GICE_ERR_IO);
+	ck_assert_msg(strstr(msg, "read of 4096 bytes at offset 4096 of /proc/self/mem (device offset ") &&
+			      strstr(msg, "at offset 4096, length 4096: Input/output error (errno 5)"), "message: %s", msg);
+	ck_assert_int_eq(gice_file_close(D, f), GICE_OK);
+	err_close();
+}
+END_TEST
+
 START_TEST(missing_file_fails_open_not_found)
 {
 	char path[300];
@@ -550,6 +567,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, read_past_end_of_short_file_fails_out_of_bounds);
 	tcase_add_test(tc, missing_file_fails_open_not_found);
+	tcase_add_test(tc, io_error_fails_io_naming_errno);
 	tcase_add_test(tc, write_to_read_only_file_fails_access);
 	tcase_add_test(tc, operation_on_a_file_not_open_fails_invalid);
 	suite_add_tcase(s, tc);
