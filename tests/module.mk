@@ -11,5 +11,6 @@ TEST_SCRIPTS += test_netns_loss
 TESTS += test_reliability
 TESTS += test_failure test_completions
 TESTS += test_launch test_progress test_get
+TESTS += test_hostile
 TEST_SCRIPTS += test_bench
 TESTS += test_storage
