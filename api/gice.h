@@ -256,8 +256,9 @@ int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms);
  * The completion counter gains one when every byte has moved, or records the failure:
  * GICE_ERR_OUT_OF_BOUNDS (a read past the end of the file), GICE_ERR_NO_SPACE (ENOSPC, EDQUOT,
  * EFBIG), GICE_ERR_ACCESS (EBADF: a write to a file opened read-only; EACCES, EROFS),
- * GICE_ERR_IO (EIO and the rest), GICE_ERR_INVALID (file not open, range outside device
- * memory); gice_file_error gives the message, naming the file, offset, length and errno.
+ * GICE_ERR_IO (EIO and the rest), GICE_ERR_INVALID (file not open, range past the end of device
+ * memory), GICE_ERR_UNREGISTERED (a buffer that is not device memory: also returned by the call);
+ * gice_file_error gives the message, naming the file, offset, length and errno.
  * File operations are not ordered among themselves or with puts: see docs/storage.md. */
 typedef uint32_t gice_file_t;
 enum {
