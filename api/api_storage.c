@@ -31,6 +31,14 @@ static void sto_done(void *arg, const sto_req_t *r, int status)
 	ct_engine_op_done(d->ct, (uint32_t)(r->cookie[0] >> 32), r->cookie[1], (uint32_t)r->cookie[0], status);
 }
 
+/* A chunk moved: the device's waits see progress (a long load is not a stall). */
+static void sto_progress(void *arg)
+{
+	gice_device_t *d = arg;
+
+	tm_progress(d->tm);
+}
+
 int api_file_req(gice_device_t *d, const gice_op_t *op, ct_req_t *r)
 {
 	uint64_t off = 0;
@@ -57,7 +65,8 @@ static int sto_get(gice_device_t *d, sto_engine_t **out)
 	sto = atomic_load_explicit(&d->sto, memory_order_relaxed);
 	if (!sto) {
 		sto_attr_t a = {.gid = d->gid, .index = d->index, .base = d->base, .size = d->size,
-				.max_reqs = ct_engine_max_ops(d->ct), .done = sto_done, .done_arg = d};
+				.max_reqs = ct_engine_max_ops(d->ct), .done = sto_done, .done_arg = d,
+				.progress = sto_progress};
 		if ((rc = sto_create(&a, &sto)) == GICE_OK) {
 			/* release: the hook and stats readers see the engine set up */
 			atomic_store_explicit(&d->sto, sto, memory_order_release);

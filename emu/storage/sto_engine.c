@@ -250,6 +250,8 @@ static void chunk_done(sto_engine_t *e, uint32_t c, int64_t res)
 		if (ch->direct)
 			sto_stat_add(e, STO_ST_DIRECT_BYTES, done);
 		sto_stat_add(e, STO_ST_SHORT, 1);
+		if (e->attr.progress)
+			e->attr.progress(e->attr.done_arg);
 		ch->off += done;
 		ch->len -= done;
 		if (ch->direct && ((ch->len % STO_DIRECT_ALIGN) ||
@@ -265,6 +267,8 @@ static void chunk_done(sto_engine_t *e, uint32_t c, int64_t res)
 	else if (res == 0 && ch->len)
 		req_fail(e, o, ENOSPC, "nothing written", ch->off, ch->len);
 	else {
+		if (e->attr.progress)
+			e->attr.progress(e->attr.done_arg);
 		sto_stat_add(e, o->r.dir == STO_READ ? STO_ST_READ_BYTES : STO_ST_WRITE_BYTES, (uint64_t)res);
 		if (ch->direct)
 			sto_stat_add(e, STO_ST_DIRECT_BYTES, (uint64_t)res);

@@ -43,7 +43,10 @@ typedef struct {
 	uint64_t size;
 	uint32_t max_reqs;  /* requests outstanding at most (the submitters' bound) */
 	sto_done_cb done;
-	void *done_arg;
+	void *done_arg;     /* also progress's */
+	/* called on the storage thread whenever a chunk has moved (may be NULL): a long request
+	 * is progress, not a stall, to the device's waits */
+	void (*progress)(void *arg);
 } sto_attr_t;
 
 /* Open flags */
