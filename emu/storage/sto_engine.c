@@ -49,20 +49,24 @@ int sto_submit(sto_engine_t *e, const sto_req_t *r)
 		rc = GICE_ERR_CANCELED;
 		goto out;
 	}
-	if (r->file >= e->max_files || e->files[r->file].fd < 0) {
+	sto_file_t *f = r->file < e->max_files ? &e->files[r->file] : NULL;
+	/* pending first, then the file: seq_cst with sto_file_close, which takes the file, then
+	 * reads pending: either it sees this request or this request sees the file gone */
+	if (f)
+		atomic_fetch_add_explicit(&f->pending, 1, memory_order_seq_cst);
+	if (!f || atomic_load_explicit(&f->fd, memory_order_seq_cst) < 0) {
 		gice_error("storage", "device %u: %s of %llu bytes names file %u, which is not open", e->attr.gid,
 			   dir_name[r->dir & 1], (unsigned long long)r->len, r->file);
 		rc = GICE_ERR_INVALID;
-		goto out;
+		goto out_file;
 	}
 	if (r->dev_off > e->attr.size || r->len > e->attr.size - r->dev_off || r->dir > STO_WRITE) {
 		gice_error("storage", "device %u: %s of %llu bytes at device offset %llu of file %s: outside device "
 			   "memory (%llu bytes)", e->attr.gid, dir_name[r->dir & 1], (unsigned long long)r->len,
-			   (unsigned long long)r->dev_off, e->files[r->file].path, (unsigned long long)e->attr.size);
+			   (unsigned long long)r->dev_off, f->path, (unsigned long long)e->attr.size);
 		rc = GICE_ERR_INVALID;
-		goto out;
+		goto out_file;
 	}
-	atomic_fetch_add_explicit(&e->files[r->file].pending, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&e->accepted, 1, memory_order_relaxed);
 	/* claim a slot: it is free when its seq equals the position (the consumer released it) */
 	uint64_t pos = atomic_fetch_add_explicit(&e->ring_tail, 1, memory_order_relaxed);
@@ -78,6 +82,10 @@ int sto_submit(sto_engine_t *e, const sto_req_t *r)
 		if (write(e->efd, &one, sizeof(one)) < 0)
 			gice_error("storage", "device %u: eventfd write: %m", e->attr.gid);
 	}
+	goto out;
+out_file:
+	if (f)
+		atomic_fetch_sub_explicit(&f->pending, 1, memory_order_relaxed);
 out:
 	atomic_fetch_sub_explicit(&e->submitters, 1, memory_order_release);
 	return rc;

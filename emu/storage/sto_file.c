@@ -68,7 +68,6 @@ int sto_file_open(sto_engine_t *e, const char *path, unsigned flags, uint32_t *i
 	f->no_direct = 0;
 	f->err_status = GICE_OK;
 	f->err_text[0] = 0;
-	atomic_store_explicit(&f->pending, 0, memory_order_relaxed);
 	if ((rc = e->ops->files_set(e, i, fd, dfd))) {
 		pthread_mutex_unlock(&e->files_lock);
 		close(fd);
@@ -92,18 +91,24 @@ int sto_file_close(sto_engine_t *e, uint32_t id)
 	if (id >= e->max_files || e->files[id].fd < 0) {
 		gice_error("storage", "device %u: close of file %u, which is not open", e->attr.gid, id);
 		rc = GICE_ERR_INVALID;
-	} else if (atomic_load_explicit(&e->files[id].pending, memory_order_acquire)) {
-		gice_error("storage", "device %u: close of %s with %u request(s) outstanding", e->attr.gid,
-			   e->files[id].path, atomic_load(&e->files[id].pending));
-		rc = GICE_ERR_BUSY;
 	} else {
 		sto_file_t *f = &e->files[id];
-		e->ops->files_set(e, id, -1, -1);
-		close(f->fd);
-		if (f->dfd >= 0)
-			close(f->dfd);
-		f->dfd = -1;
-		atomic_store_explicit(&f->fd, -1, memory_order_release);
+		/* take the file from new submitters, then look for outstanding requests (seq_cst, with
+		 * sto_submit's pending then file) */
+		int fd = atomic_exchange_explicit(&f->fd, -1, memory_order_seq_cst);
+		uint32_t pending = atomic_load_explicit(&f->pending, memory_order_seq_cst);
+		if (pending) {
+			atomic_store_explicit(&f->fd, fd, memory_order_release);
+			gice_error("storage", "device %u: close of %s with %u request(s) outstanding", e->attr.gid,
+				   f->path, pending);
+			rc = GICE_ERR_BUSY;
+		} else {
+			e->ops->files_set(e, id, -1, -1);
+			close(fd);
+			if (f->dfd >= 0)
+				close(f->dfd);
+			f->dfd = -1;
+		}
 	}
 	pthread_mutex_unlock(&e->files_lock);
 	return rc;
