@@ -3,7 +3,8 @@
 # says: the CSV header, then rows of the 9 columns (bench, transport, ranks, bytes, iters and
 # four numbers), one per size or grid; rate also its '# rate S B window W: N msgs/s' line after
 # each row, in one process and on 2 ranks under gicerun (GICE_PLANE=net); idle and stress their
-# comment lines; file-read and file-write five and three rows per size; a usage error exits 2. The figures themselves are not judged here.
+# comment lines; file-read and file-write five and three rows per size; soak its verdict per rank;
+# a usage error exits 2. The figures themselves are not judged here.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -76,6 +77,10 @@ rows file-write "2097152,1 2097152,1 2097152,1"
 run "file-read without --file" "$bench" file-read
 [ "$rc" = 2 ] || { echo "FAIL: file-read without --file exits $rc, expected 2"; fail=1; }
 rm -f "$tmpf"
+
+run "soak, 2 ranks" "$build/bin/gicerun" -n 2 "$bench" soak --iters 20000
+has '^soak: rank [01]: 20000 triggered puts, RSS first [0-9]+ KiB, last [0-9]+ KiB \([-+][0-9.]+%\): flat$' 2
+[ "$rc" = 0 ] || { echo "FAIL: soak exits $rc"; fail=1; }
 
 run "usage error" "$bench" rate --window 0
 [ "$rc" = 2 ] || { echo "FAIL: rate --window 0 exits $rc, expected 2"; fail=1; }

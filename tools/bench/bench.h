@@ -100,5 +100,6 @@ int bench_stress(void);
 int bench_rate(void);
 int bench_file_read(void);  /* bench_file.c */
 int bench_file_write(void);
+int bench_soak(void);
 
 #endif

@@ -21,6 +21,8 @@
  *                            large exchange both ways at once; every byte and every signal count
  *                            verified, one "intact" line per device with the reliability and
  *                            fault counters (docs/gice-bench.md).
+ *   bench_soak.c    soak     1,000,000 (--iters) triggered put_signals; every rank's RSS sampled
+ *                            50 times must end within 5% of where it started.
  * --csv prints bench,transport,ranks,bytes,iters,p50_us,p99_us,MBps,busbw_MBps. */
 #include <errno.h>
 #include <getopt.h>
@@ -99,7 +101,8 @@ static void usage(FILE *f)
 		   "       gice-bench rate [--csv] [--sizes 8,4096,...] [--window N] [--iters N] [--provider NAME]\n"
 		   "       gice-bench stress [--csv] [--iters N] [--bytes B] [--chunk B] [--window N] [--seed S] "
 		   "[--timeout-ms MS] [--provider NAME]\n"
-		   "       gice-bench file-read|file-write --file PATH [--sizes 1m,256m,...] [--iters N] [--csv]\n");
+		   "       gice-bench file-read|file-write --file PATH [--sizes 1m,256m,...] [--iters N] [--csv]\n"
+		   "       gice-bench soak [--iters N] [--provider NAME]\n");
 }
 
 /* A number with an optional k, m or g suffix (binary), within [min, max]; 0 on success. */
@@ -213,7 +216,8 @@ int main(int argc, char **argv)
 		opt.blocks[opt.nblocks++] = (uint32_t)v;
 	}
 	CHECK(gice_init());
-	int table = strcmp(argv[optind], "idle") && (strcmp(argv[optind], "stress") || opt.csv);
+	int table = strcmp(argv[optind], "idle") && strcmp(argv[optind], "soak") &&
+		    (strcmp(argv[optind], "stress") || opt.csv);
 	if (table && gice_rank() == 0)
 		header();
 	if (!strcmp(argv[optind], "trigger"))
@@ -234,6 +238,8 @@ int main(int argc, char **argv)
 		rc = bench_file_read();
 	else if (!strcmp(argv[optind], "file-write"))
 		rc = bench_file_write();
+	else if (!strcmp(argv[optind], "soak"))
+		rc = bench_soak();
 	else {
 		usage(stderr);
 		rc = 2;
