@@ -15,4 +15,5 @@ TESTS += test_hostile
 TEST_SCRIPTS += test_bench
 TESTS += test_sym
 TEST_SCRIPTS += test_link
+TESTS += test_storage
 TEST_SCRIPTS += test_auth
