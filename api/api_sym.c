@@ -14,8 +14,8 @@ struct api_sym_state api_sym;
 
 const gice_param_t api_sym_params[] = {
 	{"GICE_SYM_HEAP_BYTES", "32m",
-	 "symmetric heap per device (gice_sym_init with 0), rounded up to 64 KiB; taken from the device memory "
-	 "(GICE_HBM_BYTES)",
+	 "symmetric heap per device (gice_sym_init with 0), rounded up to 64 KiB; taken from the communication "
+	 "pool (GICE_COMM_POOL_BYTES) or, without one, from the device memory (GICE_HBM_BYTES)",
 	 GICE_PARAM_SIZE, 64ull << 10, 64ull << 30},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
@@ -92,7 +92,8 @@ static int sym_local_heaps(uint64_t bytes, struct sym_blob *blob)
 		void *p = NULL;
 		uint64_t off = 0;
 		s->dev = d;
-		if ((rc = gice_mem_alloc(d, bytes, &p))) {
+		/* communication memory: from the communication pool when GICE_COMM_POOL_BYTES sets one */
+		if ((rc = gice_pool_alloc(d, GICE_POOL_COMM, bytes, &p))) {
 			gice_error("api", "gice_sym_init: no room for a %llu-byte symmetric heap on device %u",
 				   (unsigned long long)bytes, d->gid);
 			break;

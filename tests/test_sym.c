@@ -601,6 +601,30 @@ START_TEST(bad_allocations_and_splits_fail_exactly)
 }
 END_TEST
 
+/* A communication pool of 2 MiB: the heap comes out of it, and one larger than it does not fit. */
+static void open_devices_comm_pool(void)
+{
+	setenv("GICE_COMM_POOL_BYTES", "2m", 1);
+	open_devices();
+}
+
+START_TEST(the_heap_comes_from_the_communication_pool)
+{
+	gice_pool_usage_t u;
+
+	ck_assert_int_eq(gice_sym_init(4u << 20), GICE_ERR_NO_MEMORY);
+	ck_assert_ptr_null(gice_team_world());
+	ck_assert_int_eq(gice_sym_init(HEAP), GICE_OK);
+	for (int i = 0; i < NDEV; i++) {
+		ck_assert_int_eq(gice_pool_usage(dev[i], GICE_POOL_COMM, &u), GICE_OK);
+		ck_assert_uint_eq(u.bytes, 2u << 20);
+		ck_assert_uint_ge(u.used, HEAP);
+		ck_assert_int_eq(gice_pool_usage(dev[i], GICE_POOL_COMPUTE, &u), GICE_OK);
+		ck_assert_uint_lt(u.used, HEAP);
+	}
+}
+END_TEST
+
 /* ---------------------------------------------------------------- teams */
 
 START_TEST(split_strided_and_by_color_with_rank_translation)
@@ -1004,6 +1028,7 @@ static Suite *suite(void)
 		{"quiet", quiet_reports_the_first_failure_of_issued_and_armed_operations, 1, setup, NULL},
 		{"negative_device", bad_team_rank_and_offset_outside_the_heap_fail_exactly, 1, setup, NULL},
 		{"negative_host", bad_allocations_and_splits_fail_exactly, 1, setup, NULL},
+		{"comm_pool", the_heap_comes_from_the_communication_pool, 1, open_devices_comm_pool, NULL},
 		{"team_split", split_strided_and_by_color_with_rank_translation, 1, setup, NULL},
 		{"team_barrier", team_barrier_holds_every_member_back, 1, setup, NULL},
 		{"team_barrier_net", team_barrier_holds_every_member_back, 1, setup_net, NULL},
