@@ -985,12 +985,21 @@ START_TEST(three_processes_symmetric_ring_barriers_and_split)
 	 * devices per rank */
 	static const char *const net[] = {"GICE_PLANE=net", NULL};
 	static const rank_fn fns[] = {job_plain, job_mismatch, job_plain, job_two_devices};
+#ifdef __SANITIZE_THREAD__
+	/* On the NVLink plane a team barrier's signal is written into this process's counter by a
+	 * thread of another process, an order ThreadSanitizer cannot see: the data that landed
+	 * before it (written by a CT thread here) looks racy. Through the fabric, a CT thread here
+	 * applies the signal after the data, which it sees. (One process covers the plane.) */
+	const int plane_off = 1;
+#else
+	const int plane_off = _i == 2;
+#endif
 	char log[] = "/tmp/gice-sym-XXXXXX";
 	int fd = mkstemp(log);
 
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	run_job(3, 3, fns[_i], _i == 2 ? "tcp" : NULL, _i == 2 ? net : NULL, st, log);
+	run_job(3, 3, fns[_i], _i == 2 ? "tcp" : NULL, plane_off ? net : NULL, st, log);
 	char text[4096] = {0};
 	FILE *f = fopen(log, "r");
 	ck_assert_ptr_nonnull(f);
