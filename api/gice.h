@@ -328,6 +328,39 @@ int gice_team_destroy(gice_team_t *team);
 
 /* ================================================================ end of symmetric memory and teams */
 
+/* ================================================================ collectives (issue 10; docs/api.md)
+ * Collectives over a team on buffers of the symmetric heap (offsets from gice_sym_alloc: the same
+ * on every device, like NVSHMEM's collectives). Host-enqueued on a stream (as ncclAllReduce: the
+ * call returns at once, a one-block kernel does the work after the stream's earlier work; the
+ * stream's device must be in the team) or called from a kernel (gice_coll_*_k, one block per
+ * device; it returns when this device's part is done). Every member calls the same collectives on
+ * a team in the same order with the same count, type and op; one collective at a time per
+ * device and team. send == recv is in place. Errors: GICE_ERR_INVALID (no gice_coll_init on the
+ * team, device not a member, avg on an integer type, bad type or op: the message names them),
+ * GICE_ERR_OUT_OF_BOUNDS (a buffer past the heap); from a kernel, failures also fail it. */
+typedef enum {
+	GICE_INT8, GICE_UINT8, GICE_INT32, GICE_UINT32, GICE_INT64, GICE_UINT64,
+	GICE_FLOAT16, GICE_BFLOAT16, GICE_FLOAT32, GICE_FLOAT64, GICE_DTYPE_COUNT
+} gice_dtype_t;
+typedef enum { GICE_RED_SUM, GICE_RED_PROD, GICE_RED_MIN, GICE_RED_MAX, GICE_RED_AVG, GICE_REDOP_COUNT } gice_redop_t;
+
+/* Collective set-up of team: GICE_COLL_SCRATCH_BYTES of heap (landing zones) and its signal
+ * counters. Called by every rank of the job (ranks with no device in team pass NULL: the heap
+ * allocators stay in step); once per team. The scratch stays in the heap until gice_sym_fini.
+ * GICE_ERR_INVALID (before gice_sym_init, twice), GICE_ERR_NO_MEMORY (heap or counters). */
+int gice_coll_init(gice_team_t *team);
+/* Size in bytes of one element (0 for a bad type). */
+size_t gice_dtype_size(gice_dtype_t type);
+/* recv[i] = op over the team's ranks of send[i], i < count (elements of type). Algorithm by
+ * size: one-shot (every rank puts its buffer to every other, each reduces in rank order) up to
+ * GICE_COLL_SMALL_BYTES, else a pipelined ring (reduce-scatter + allgather) in chunks of
+ * GICE_CHUNK_BYTES; GICE_ALGO forces one. */
+int gice_coll_allreduce(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			gice_dtype_t type, gice_redop_t op);
+int gice_coll_allreduce_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			  gice_dtype_t type, gice_redop_t op);
+/* ================================================================ end of collectives */
+
 /* ================================================================ storage path and memory pools
  * (issue 12; kept in one section)
  *

@@ -17,3 +17,4 @@ TESTS += test_sym
 TEST_SCRIPTS += test_link
 TESTS += test_storage
 TEST_SCRIPTS += test_auth
+TESTS += test_coll

@@ -1,0 +1,432 @@
+/* Description: collectives (issue 10): gice_coll_allreduce of every type with every operator
+ * against a host reference, on teams of 1, 2, 3 and 4 devices of one process and across 2, 3
+ * and 4 processes (shm with the NVLink plane, tcp without), with the one-shot and the ring
+ * algorithm, in place and out of place, for counts 0, 1, primes, sizes not divisible by the
+ * chunk (256 bytes here) and larger than one round of the scratch (64 KiB here); called from a
+ * kernel, 500 times in a row alternating algorithms with the host idle; and the exact errors of
+ * a team without gice_coll_init, avg on an integer type, a buffer past the heap.
+ * Integers must be exact. Floats: the test values make every sum, product, min and max exact in
+ * every type (multiples of 1/4 below 2^7, products of powers of two and 1.5), so they must be
+ * exact too; avg (one rounding of sum / n, plus the rounding of half types at each ring step)
+ * must be within (n + 1) * eps * max(|ref|, 1), eps the type's unit roundoff. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/gice.h"
+#include "tests/test_job.h"
+
+#define NDEV 4
+#define HEAP (4u << 20)
+#define MAXC 5003
+
+static gice_device_t *dev[NDEV];
+static gice_stream_t *str[NDEV];
+static gice_team_t *team[NDEV + 1]; /* team[n]: devices 0 .. n-1 */
+static uint64_t A, B;               /* heap offsets, MAXC * 8 bytes each */
+
+static const size_t counts[] = {0, 1, 7, 61, 1021, MAXC};
+
+static const char *const dt_name[] = {"int8", "uint8", "int32", "uint32", "int64",
+				      "uint64", "float16", "bfloat16", "float32", "float64"};
+static const char *const op_name[] = {"sum", "prod", "min", "max", "avg"};
+
+static int is_float(gice_dtype_t t) { return t >= GICE_FLOAT16; }
+static int is_signed(gice_dtype_t t) { return t == GICE_INT8 || t == GICE_INT32 || t == GICE_INT64; }
+
+static uint64_t hash(uint32_t r, size_t i)
+{
+	uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull + (uint64_t)r * 0xbf58476d1ce4e5b9ull + 1;
+	x ^= x >> 29;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 32);
+}
+
+/* The value of element i on rank r, as a double (floats) or 64 bits (integers). */
+static double fval(uint32_t r, size_t i, gice_redop_t op)
+{
+	static const double prod_vals[] = {0.5, 1, 2, -1, -2, 1.5, 1, -0.5};
+	uint64_t h = hash(r, i);
+	return op == GICE_RED_PROD ? prod_vals[h % 8] : ((double)(h % 65) - 32) * 0.25;
+}
+
+static uint16_t to_bf16(double v)
+{
+	float f = (float)v;
+	uint32_t b;
+	memcpy(&b, &f, 4);
+	return (uint16_t)(b >> 16); /* exact for the test values */
+}
+
+static double from_bf16(uint16_t h)
+{
+	uint32_t b = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &b, 4);
+	return f;
+}
+
+static void put_elem(void *p, gice_dtype_t t, size_t i, uint64_t u, double f)
+{
+	switch (t) {
+	case GICE_INT8: case GICE_UINT8: ((uint8_t *)p)[i] = (uint8_t)u; break;
+	case GICE_INT32: case GICE_UINT32: ((uint32_t *)p)[i] = (uint32_t)u; break;
+	case GICE_INT64: case GICE_UINT64: ((uint64_t *)p)[i] = u; break;
+	case GICE_FLOAT16: ((_Float16 *)p)[i] = (_Float16)f; break;
+	case GICE_BFLOAT16: ((uint16_t *)p)[i] = to_bf16(f); break;
+	case GICE_FLOAT32: ((float *)p)[i] = (float)f; break;
+	case GICE_FLOAT64: ((double *)p)[i] = f; break;
+	default: break;
+	}
+}
+
+/* Integers: the element as signed or unsigned 64 bits; floats: as a double. */
+static int64_t get_s(const void *p, gice_dtype_t t, size_t i)
+{
+	switch (t) {
+	case GICE_INT8: return ((const int8_t *)p)[i];
+	case GICE_UINT8: return ((const uint8_t *)p)[i];
+	case GICE_INT32: return ((const int32_t *)p)[i];
+	case GICE_UINT32: return ((const uint32_t *)p)[i];
+	default: return ((const int64_t *)p)[i];
+	}
+}
+
+static double get_f(const void *p, gice_dtype_t t, size_t i)
+{
+	switch (t) {
+	case GICE_FLOAT16: return ((const _Float16 *)p)[i];
+	case GICE_BFLOAT16: return from_bf16(((const uint16_t *)p)[i]);
+	case GICE_FLOAT32: return ((const float *)p)[i];
+	default: return ((const double *)p)[i];
+	}
+}
+
+static size_t esize(gice_dtype_t t) { return gice_dtype_size(t); }
+
+static void fill(void *p, gice_dtype_t t, gice_redop_t op, uint32_t r, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		put_elem(p, t, i, hash(r, i), fval(r, i, op));
+}
+
+/* Compare got (the result on a device) with the host reference over ranks 0..n-1. Returns 0 or
+ * prints the first wrong element and returns 1. */
+static int check(const void *got, gice_dtype_t t, gice_redop_t op, uint32_t n, size_t count, const char *who)
+{
+	static const double eps[] = {[GICE_FLOAT16] = 0x1p-11, [GICE_BFLOAT16] = 0x1p-8, [GICE_FLOAT32] = 0x1p-24,
+				     [GICE_FLOAT64] = 0x1p-53};
+	unsigned bits = (unsigned)esize(t) * 8;
+	uint64_t mask = bits == 64 ? UINT64_MAX : (1ull << bits) - 1;
+
+	for (size_t i = 0; i < count; i++) {
+		if (is_float(t)) {
+			double acc = fval(0, i, op), g = get_f(got, t, i);
+			for (uint32_t r = 1; r < n; r++) {
+				double v = fval(r, i, op);
+				acc = op == GICE_RED_PROD ? acc * v : op == GICE_RED_MIN ? fmin(acc, v)
+								  : op == GICE_RED_MAX ? fmax(acc, v) : acc + v;
+			}
+			if (op == GICE_RED_AVG)
+				acc /= n;
+			double tol = op == GICE_RED_AVG ? (n + 1) * eps[t] * fmax(fabs(acc), 1) : 0;
+			if (fabs(g - acc) > tol) {
+				fprintf(stderr, "%s: %s %s n=%u count=%zu element %zu: %.9g, expected %.9g (tolerance %g)\n",
+					who, dt_name[t], op_name[op], n, count, i, g, acc, tol);
+				return 1;
+			}
+			continue;
+		}
+		uint64_t acc = hash(0, i) & mask;
+		for (uint32_t r = 1; r < n; r++) {
+			uint64_t v = hash(r, i) & mask;
+			int64_t sa = (int64_t)(acc << (64 - bits)) >> (64 - bits), sv = (int64_t)(v << (64 - bits)) >> (64 - bits);
+			switch (op) {
+			case GICE_RED_SUM: acc = (acc + v) & mask; break;
+			case GICE_RED_PROD: acc = (acc * v) & mask; break;
+			case GICE_RED_MIN: acc = is_signed(t) ? (sv < sa ? v : acc) : (v < acc ? v : acc); break;
+			default: acc = is_signed(t) ? (sv > sa ? v : acc) : (v > acc ? v : acc); break;
+			}
+		}
+		if (((uint64_t)get_s(got, t, i) & mask) != acc) {
+			fprintf(stderr, "%s: %s %s n=%u count=%zu element %zu: %llx, expected %llx\n", who, dt_name[t],
+				op_name[op], n, count, i, (unsigned long long)((uint64_t)get_s(got, t, i) & mask),
+				(unsigned long long)acc);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- one process, four devices */
+
+static void setup_algo(const char *algo)
+{
+	setenv("GICE_ALGO", algo, 1);
+	setenv("GICE_CHUNK_BYTES", "256", 1);
+	setenv("GICE_COLL_SCRATCH_BYTES", "64k", 1);
+	ck_assert_int_eq(gice_init(), GICE_OK);
+	for (int i = 0; i < NDEV; i++) {
+		gice_device_attr_t a = {.n_sms = 2, .n_cts = 1, .hbm_bytes = 16u << 20};
+		ck_assert_int_eq(gice_device_open(&a, &dev[i]), GICE_OK);
+		ck_assert_int_eq(gice_stream_create(dev[i], &str[i]), GICE_OK);
+	}
+	ck_assert_int_eq(gice_sym_init(HEAP), GICE_OK);
+	team[NDEV] = gice_team_world();
+	for (uint32_t n = 1; n < NDEV; n++)
+		ck_assert_int_eq(gice_team_split_strided(team[NDEV], 0, 1, n, &team[n]), GICE_OK);
+	for (uint32_t n = 1; n <= NDEV; n++)
+		ck_assert_int_eq(gice_coll_init(team[n]), GICE_OK);
+	ck_assert_int_eq(gice_sym_alloc(MAXC * 8, &A), GICE_OK);
+	ck_assert_int_eq(gice_sym_alloc(MAXC * 8, &B), GICE_OK);
+}
+
+static void setup_ring(void) { setup_algo("ring"); }
+static void setup_oneshot(void) { setup_algo("oneshot"); }
+static void setup_auto(void) { setup_algo("auto"); }
+
+static void teardown(void)
+{
+	for (int i = 0; i < NDEV; i++)
+		ck_assert_int_eq(gice_stream_destroy(str[i]), GICE_OK);
+	ck_assert_int_eq(gice_sym_fini(), GICE_OK);
+	for (int i = 0; i < NDEV; i++)
+		ck_assert_int_eq(gice_device_close(dev[i]), GICE_OK);
+	ck_assert_int_eq(gice_finalize(), GICE_OK);
+	unsetenv("GICE_ALGO");
+	unsetenv("GICE_CHUNK_BYTES");
+	unsetenv("GICE_COLL_SCRATCH_BYTES");
+}
+
+/* Every type x op x count, in place and out of place, on the team of n devices. */
+static int run_matrix(gice_device_t *const *d, gice_stream_t *const *s, uint32_t n_local, gice_team_t *t,
+		      const size_t *cnts, size_t n_cnts, const char *who)
+{
+	uint32_t n = gice_team_size(t);
+
+	for (int ty = 0; ty < GICE_DTYPE_COUNT; ty++)
+		for (int op = 0; op < GICE_REDOP_COUNT; op++) {
+			if (op == GICE_RED_AVG && !is_float((gice_dtype_t)ty))
+				continue;
+			for (size_t ci = 0; ci < n_cnts; ci++)
+				for (int inplace = 0; inplace < 2; inplace++) {
+					size_t count = cnts[ci];
+					uint64_t recv = inplace ? A : B;
+					for (uint32_t i = 0; i < n_local; i++) {
+						fill(gice_sym_ptr(d[i], A), (gice_dtype_t)ty, (gice_redop_t)op,
+						     (uint32_t)gice_team_rank(t, d[i]), count);
+						if (!inplace)
+							memset(gice_sym_ptr(d[i], B), 0xab, MAXC * 8);
+					}
+					for (uint32_t i = 0; i < n_local; i++)
+						if (gice_coll_allreduce(s[i], t, A, recv, count, (gice_dtype_t)ty,
+									(gice_redop_t)op))
+							return 1;
+					for (uint32_t i = 0; i < n_local; i++)
+						if (gice_stream_sync(s[i], 0))
+							return 2;
+					for (uint32_t i = 0; i < n_local; i++)
+						if (check(gice_sym_ptr(d[i], recv), (gice_dtype_t)ty, (gice_redop_t)op, n, count,
+							  who))
+							return 3;
+				}
+		}
+	return 0;
+}
+
+START_TEST(allreduce_every_type_and_op_matches_the_host_reference)
+{
+	uint32_t n = (uint32_t)_i + 1;
+
+	ck_assert_int_eq(run_matrix(dev, str, n, team[n], counts, sizeof(counts) / sizeof(counts[0]), "one process"), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- from a kernel, repeated */
+
+#define REPEAT 500
+
+struct rep_args {
+	gice_team_t *team;
+	uint64_t a, b;
+};
+
+/* Alternate a one-shot-sized and a ring-sized int64 sum, REPEAT times, in place on a (small)
+ * and out of place a -> b (large): each iteration adds the team's sum of the previous values. */
+static void repeat_kernel(gice_kctx_t *k, void *p)
+{
+	struct rep_args *a = p;
+
+	for (int it = 0; it < REPEAT; it++) {
+		size_t count = it % 2 ? 1500 : 3;
+		uint64_t recv = it % 2 ? a->b : a->a;
+		if (gice_coll_allreduce_k(k, a->team, a->a, recv, count, GICE_INT64, GICE_RED_SUM))
+			return;
+		if (it % 2) /* b back into a for the next round: a = sum */
+			memcpy(gice_sym_ptr(k->dev, a->a), gice_sym_ptr(k->dev, a->b), count * 8);
+	}
+}
+
+START_TEST(allreduce_from_a_kernel_five_hundred_times)
+{
+	struct rep_args a = {.team = team[NDEV], .a = A, .b = B};
+
+	for (int i = 0; i < NDEV; i++) {
+		int64_t *x = gice_sym_ptr(dev[i], A);
+		for (size_t j = 0; j < 1500; j++)
+			x[j] = (int64_t)(j % 3 == 0); /* small values: the sums are n^REPEAT, wrapped */
+	}
+	for (int i = 0; i < NDEV; i++)
+		ck_assert_int_eq(gice_launch(str[i], repeat_kernel, 1, &a, sizeof(a)), GICE_OK);
+	for (int i = 0; i < NDEV; i++)
+		ck_assert_int_eq(gice_stream_sync(str[i], 0), GICE_OK);
+	/* element j < 3 was summed every iteration (x4 each), j >= 3 every other one */
+	for (int i = 0; i < NDEV; i++) {
+		const int64_t *x = gice_sym_ptr(dev[i], A);
+		for (size_t j = 0; j < 1500; j++) {
+			uint64_t want = j % 3 == 0;
+			for (int it = 0; it < REPEAT; it++)
+				if (j < 3 || it % 2)
+					want *= NDEV;
+			ck_assert_msg((uint64_t)x[j] == want, "device %d element %zu: %lld, expected %llu", i, j,
+				      (long long)x[j], (unsigned long long)want);
+		}
+	}
+}
+END_TEST
+
+/* ---------------------------------------------------------------- errors */
+
+START_TEST(bad_calls_fail_exactly)
+{
+	gice_team_t *t2;
+	uint64_t heap = gice_sym_heap_bytes();
+
+	ck_assert_int_eq(gice_team_split_strided(team[NDEV], 1, 1, 2, &t2), GICE_OK); /* no gice_coll_init */
+	ck_assert_int_eq(gice_coll_allreduce(str[1], t2, A, B, 1, GICE_INT32, GICE_RED_SUM), GICE_ERR_INVALID);
+	ck_assert_int_eq(gice_coll_init(team[NDEV]), GICE_ERR_INVALID); /* twice */
+	ck_assert_int_eq(gice_coll_allreduce(str[0], team[NDEV], A, B, 1, GICE_INT32, GICE_RED_AVG), GICE_ERR_INVALID);
+	ck_assert_int_eq(gice_coll_allreduce(str[0], team[NDEV], A, B, 1, GICE_DTYPE_COUNT, GICE_RED_SUM),
+			 GICE_ERR_INVALID);
+	ck_assert_int_eq(gice_coll_allreduce(str[3], team[2], A, B, 1, GICE_INT32, GICE_RED_SUM), GICE_ERR_INVALID);
+	ck_assert_int_eq(gice_coll_allreduce(str[0], team[NDEV], A, heap - 4, 2, GICE_INT32, GICE_RED_SUM),
+			 GICE_ERR_OUT_OF_BOUNDS);
+	ck_assert_int_eq(gice_team_destroy(t2), GICE_OK);
+}
+END_TEST
+
+START_TEST(coll_init_before_the_heap_fails)
+{
+	ck_assert_int_eq(gice_init(), GICE_OK);
+	ck_assert_int_eq(gice_coll_init(NULL), GICE_ERR_INVALID);
+	ck_assert_int_eq(gice_finalize(), GICE_OK);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- across processes */
+
+static const size_t job_counts[] = {0, 1, 61, 1021, MAXC};
+
+/* A rank of a job, one device: the world team with GICE_ALGO=ring and a copy of it (split, all
+ * ranks) with oneshot; every type and op on both. */
+static int job_rank(int rank, int size)
+{
+	gice_device_t *d;
+	gice_stream_t *s;
+	gice_team_t *world, *copy;
+
+	setenv("GICE_CHUNK_BYTES", "256", 1);
+	setenv("GICE_COLL_SCRATCH_BYTES", "64k", 1);
+	FAILIF(gice_init(), "gice_init");
+	gice_device_attr_t a = {.n_sms = 2, .n_cts = 1, .hbm_bytes = 16u << 20};
+	FAILIF(gice_device_open(&a, &d) || gice_stream_create(d, &s), "device");
+	FAILIF(gice_sym_init(HEAP), "gice_sym_init");
+	world = gice_team_world();
+	FAILIF(gice_team_split_strided(world, 0, 1, (uint32_t)size, &copy), "split");
+	setenv("GICE_ALGO", "ring", 1);
+	FAILIF(gice_coll_init(world), "gice_coll_init ring");
+	setenv("GICE_ALGO", "oneshot", 1);
+	FAILIF(gice_coll_init(copy), "gice_coll_init oneshot");
+	FAILIF(gice_sym_alloc(MAXC * 8, &A) || gice_sym_alloc(MAXC * 8, &B), "alloc");
+	int rc = run_matrix(&d, &s, 1, world, job_counts, sizeof(job_counts) / sizeof(job_counts[0]), "ring");
+	FAILIF(rc, "ring matrix: %d", rc);
+	rc = run_matrix(&d, &s, 1, copy, job_counts, 3, "oneshot");
+	FAILIF(rc, "oneshot matrix: %d", rc);
+	FAILIF(gice_sym_fini(), "gice_sym_fini");
+	gice_stream_destroy(s);
+	gice_device_close(d);
+	gice_finalize();
+	return 0;
+}
+
+START_TEST(allreduce_across_processes)
+{
+	static const int ranks[] = {2, 3, 4, 3};
+	static const char *const net[] = {"GICE_PLANE=net", NULL};
+	int st[4], n = ranks[_i];
+	char log[] = "/tmp/gice-coll-XXXXXX";
+	int fd = mkstemp(log);
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	/* 0-2: shm with the NVLink plane; 3: tcp without it */
+	run_job(n, n, job_rank, _i == 3 ? "tcp" : NULL, _i == 3 ? net : NULL, st, log);
+	char text[4096] = {0};
+	FILE *f = fopen(log, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t len = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	unlink(log);
+	text[len] = 0;
+	for (int r = 0; r < n; r++)
+		ck_assert_msg(st[r] == 0, "rank %d of %d exited %d; rank 0 said: %s", r, n, st[r], text);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- suite */
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("coll");
+	struct {
+		const char *name;
+		const TTest *test;
+		int loops;
+		void (*setup)(void);
+	} cases[] = {
+		{"allreduce_ring", allreduce_every_type_and_op_matches_the_host_reference, NDEV, setup_ring},
+		{"allreduce_oneshot", allreduce_every_type_and_op_matches_the_host_reference, NDEV, setup_oneshot},
+		{"allreduce_repeated_in_a_kernel", allreduce_from_a_kernel_five_hundred_times, 1, setup_auto},
+		{"errors", bad_calls_fail_exactly, 1, setup_auto},
+		{"init_without_heap", coll_init_before_the_heap_fails, 1, NULL},
+		{"multiproc", allreduce_across_processes, 4, NULL},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		TCase *tc = tcase_create(cases[i].name);
+		tcase_set_timeout(tc, 120);
+		if (cases[i].setup)
+			tcase_add_checked_fixture(tc, cases[i].setup, teardown);
+		tcase_add_loop_test(tc, cases[i].test, 0, cases[i].loops);
+		suite_add_tcase(s, tc);
+	}
+	return s;
+}
+
+/* `test_coll job`: one rank of the cross-process job, started by a launcher (gicerun). */
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "job")) {
+		const char *r = getenv("GICE_RANK"), *n = getenv("GICE_WORLD_SIZE");
+		return job_rank(r ? atoi(r) : 0, n ? atoi(n) : 1);
+	}
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
