@@ -15,11 +15,15 @@
  *  - Flow control: round G (numbered over every call, the same on every device) fills bank
  *    G mod 2 of the right; before it, the right must have reduced round G - 2: it signals its left
  *    COLL_C_CREDIT after each round.
+ *  - On this host's NVLink plane (the right's heap mapped here) a send is a store and a direct add
+ *    to the right's counter, and a partial sum is reduced straight into the right's bank (one
+ *    pass, no copy); otherwise it is a put through the CT.
  *  - The sources of puts still in flight are never overwritten early: a segment's allgather data
  *    reaches a device only after its own reduce-scatter put of that segment landed at the right.
  *    Before returning, the device waits for its puts' completions (send and recv are free then). */
 #include "api/coll.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 struct ring {
@@ -30,6 +34,8 @@ struct ring {
 	uint32_t n, me, right, left;
 	size_t esz, ce, P, M;  /* element size, elements per chunk, per round piece, longest segment */
 	uint8_t *send, *recv;
+	uint8_t *rheap;        /* the right's heap on this host's NVLink plane, or NULL */
+	int left_plane;        /* the left is on the plane */
 };
 
 /* Chunk j of round r of segment seg: elements [*lo, *lo + *len) of the buffers (len may be 0). */
@@ -47,10 +53,22 @@ static void ring_chunk(const struct ring *g, uint32_t seg, size_t r, size_t j, s
 	*len = end > rel ? end - rel : 0;
 }
 
+/* NVLink plane: the stores to the right's heap made so far are visible before its counter ctr
+ * gains one. */
+static int ring_announce(struct ring *g, gice_counter_t ctr)
+{
+	atomic_thread_fence(memory_order_release);
+	return gice_peer_trigger_add(g->k, g->c->team->gids[g->right], ctr, 1);
+}
+
 /* Put len elements at src to the right's heap offset dst_off, adding 1 to its counter ctr once
  * they (and every earlier put to it) have landed. */
 static int ring_send(struct ring *g, uint64_t dst_off, const uint8_t *src, size_t len, gice_counter_t ctr)
 {
+	if (g->rheap) { /* NVLink plane: a store, then the arrival as a direct add to its counter */
+		memcpy(g->rheap + dst_off, src, len * g->esz);
+		return ring_announce(g, ctr);
+	}
 	g->l->done++;
 	if (!len) /* an empty chunk (a segment shorter than the longest) still counts */
 		return gice_sym_signal(g->k, g->c->team, g->right, ctr, 1, GICE_SIGNAL_ADD | GICE_SIGNAL_STRONG,
@@ -86,21 +104,29 @@ static int ring_round(struct ring *g, size_t r)
 			if ((rc = gice_wait_until(g->k, g->st->c[COLL_C_RS], GICE_CMP_GE, ++l->rs, 0, NULL)))
 				return rc;
 			ring_chunk(g, seg, r, j, &lo, &len);
+			const uint8_t *in = slots + (s * g->P + j * g->ce) * g->esz;
+			uint64_t next = bank + ((s + 1) * g->P + j * g->ce) * g->esz;
+			if (!last && g->rheap) { /* NVLink plane: reduce straight into the right's bank */
+				coll_reduce(g->rheap + next, g->send + lo * g->esz, in, len, c->type, c->op);
+				if ((rc = ring_announce(g, g->st->c[COLL_C_RS])))
+					return rc;
+				continue;
+			}
 			uint8_t *dst = g->recv + lo * g->esz;
-			coll_reduce(dst, g->send + lo * g->esz, slots + (s * g->P + j * g->ce) * g->esz, len, c->type,
-				    c->op);
+			coll_reduce(dst, g->send + lo * g->esz, in, len, c->type, c->op);
 			if (last && c->op == GICE_RED_AVG)
 				coll_scale(dst, len, c->type, g->n);
 			rc = last ? ring_send(g, c->recv + lo * g->esz, dst, len, g->st->c[COLL_C_AG])
-				  : ring_send(g, bank + ((s + 1) * g->P + j * g->ce) * g->esz, dst, len,
-					      g->st->c[COLL_C_RS]);
+				  : ring_send(g, next, dst, len, g->st->c[COLL_C_RS]);
 			if (rc)
 				return rc;
 		}
 	}
 	/* this bank is read: the left may fill it again (round G + 2) */
-	if ((rc = gice_sym_signal(g->k, c->team, g->left, g->st->c[COLL_C_CREDIT], 1, GICE_SIGNAL_ADD,
-				  GICE_NO_COUNTER)))
+	rc = g->left_plane ? gice_peer_trigger_add(g->k, c->team->gids[g->left], g->st->c[COLL_C_CREDIT], 1)
+			   : gice_sym_signal(g->k, c->team, g->left, g->st->c[COLL_C_CREDIT], 1, GICE_SIGNAL_ADD,
+					     GICE_NO_COUNTER);
+	if (rc)
 		return rc;
 	l->rounds++;
 	/* allgather: segment me - t arrives at step t; forward all but the last step's */
@@ -140,6 +166,8 @@ int coll_allreduce_ring(gice_kctx_t *k, const struct coll_call *c, struct api_co
 			   "(GICE_COLL_SCRATCH_BYTES)", g.n, (unsigned long long)st->ring_bank);
 		return GICE_ERR_NO_MEMORY;
 	}
+	g.rheap = gice_sym_peer_ptr(k, c->team, g.right, 0, gice_sym_heap_bytes());
+	g.left_plane = gice_sym_peer_ptr(k, c->team, g.left, 0, gice_sym_heap_bytes()) != NULL;
 	g.send = gice_sym_ptr(k->dev, c->send);
 	g.recv = gice_sym_ptr(k->dev, c->recv);
 	for (size_t r = 0; r * g.P < g.M && !rc; r++)

@@ -102,5 +102,6 @@ int bench_file_read(void);  /* bench_file.c */
 int bench_file_write(void);
 int bench_soak(void);
 int bench_barrier(void); /* bench_team.c */
+int bench_allreduce(void); /* bench_coll.c */
 
 #endif

@@ -21,6 +21,8 @@
  *                            large exchange both ways at once; every byte and every signal count
  *                            verified, one "intact" line per device with the reliability and
  *                            fault counters (docs/gice-bench.md).
+ *   bench_coll.c    allreduce  gice_coll_allreduce on the world team in a kernel, per size: p50,
+ *                            p99, algbw (MBps) and busbw (busbw_MBps) as nccl-tests define them.
  *   bench_soak.c    soak     1,000,000 (--iters) triggered put_signals; every rank's RSS sampled
  *                            50 times must end within 5% of where it started.
  * --csv prints bench,transport,ranks,bytes,iters,p50_us,p99_us,MBps,busbw_MBps. */
@@ -103,7 +105,8 @@ static void usage(FILE *f)
 		   "[--timeout-ms MS] [--provider NAME]\n"
 		   "       gice-bench file-read|file-write --file PATH [--sizes 1m,256m,...] [--iters N] [--csv]\n"
 		   "       gice-bench soak [--iters N] [--provider NAME]\n"
-		   "       gice-bench barrier [--csv] [--iters N] [--provider NAME]\n");
+		   "       gice-bench barrier [--csv] [--iters N] [--provider NAME]\n"
+		   "       gice-bench allreduce [--csv] [--sizes 8,...,64m] [--iters N] [--check] [--provider NAME]\n");
 }
 
 /* A number with an optional k, m or g suffix (binary), within [min, max]; 0 on success. */
@@ -243,6 +246,8 @@ int main(int argc, char **argv)
 		rc = bench_soak();
 	else if (!strcmp(argv[optind], "barrier"))
 		rc = bench_barrier();
+	else if (!strcmp(argv[optind], "allreduce"))
+		rc = bench_allreduce();
 	else {
 		usage(stderr);
 		rc = 2;
