@@ -4,6 +4,7 @@
 # four numbers), one per size or grid; rate also its '# rate S B window W: N msgs/s' line after
 # each row, in one process and on 2 ranks under gicerun (GICE_PLANE=net); idle and stress their
 # comment lines; file-read and file-write five and three rows per size; soak its verdict per rank;
+# allreduce a row per size, its --check passing;
 # a usage error exits 2. The figures themselves are not judged here.
 set -u
 cd "$(dirname "$0")/.."
@@ -88,6 +89,11 @@ rows barrier "0,200" 2
 run "barrier, 3 ranks" env GICE_PLANE=net "$build/bin/gicerun" -n 3 "$bench" barrier --csv --iters 200
 rows sync "0,200" 3
 rows barrier "0,200" 3
+
+run "allreduce, one process" "$bench" allreduce --csv --sizes 8,4k,300k --iters 20 --check
+rows allreduce "8,20 4096,20 307200,20" 2
+run "allreduce, 3 ranks" "$build/bin/gicerun" -n 3 "$bench" allreduce --csv --sizes 8,300k --iters 20 --check
+rows allreduce "8,20 307200,20" 3
 
 run "usage error" "$bench" rate --window 0
 [ "$rc" = 2 ] || { echo "FAIL: rate --window 0 exits $rc, expected 2"; fail=1; }
