@@ -40,13 +40,17 @@ struct api_coll {
 	struct coll_local local[API_SYM_MAX_LOCAL]; /* like gice_team.local */
 };
 
-/* One collective call, as a kernel runs it. */
+enum coll_kind { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_REDUCE, COLL_BROADCAST, COLL_ALLTOALL };
+
+/* One collective call, as a kernel runs it. count as the public call takes it. */
 struct coll_call {
 	gice_team_t *team;
 	uint64_t send, recv;
 	size_t count;
 	gice_dtype_t type;
 	gice_redop_t op;
+	enum coll_kind kind;
+	uint32_t root; /* reduce, broadcast */
 };
 
 extern const gice_param_t api_coll_params[];
@@ -64,12 +68,15 @@ uint16_t coll_f32_to_f16(float f);
 float coll_bf16_to_f32(uint16_t h);
 uint16_t coll_f32_to_bf16(float f);
 
-/* coll_small.c, coll_ring.c: run call c on device k->dev (team rank me). GICE_OK or the failure
- * (already reported through gice_kernel_fail by the wait that saw it, or logged here). */
+/* Run call c on device k->dev (team rank me, n > 1). GICE_OK or the failure (already reported
+ * through gice_kernel_fail by the wait that saw it, or logged here).
+ * coll_small.c: the one-shot allreduce. coll_ring.c: allreduce, reduce_scatter, allgather,
+ * reduce. coll_direct.c: broadcast (a pipelined chain), alltoall (direct). */
 int coll_allreduce_oneshot(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l,
 			   uint32_t me);
-int coll_allreduce_ring(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l,
-			uint32_t me);
+int coll_ring(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me);
+int coll_broadcast(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me);
+int coll_alltoall(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me);
 
 /* api_team.c frees a team's collective state with it. */
 void api_coll_free(gice_team_t *t);

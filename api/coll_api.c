@@ -100,12 +100,19 @@ int gice_coll_init(gice_team_t *team)
 	return GICE_OK;
 }
 
+static const char *const kind_name[] = {
+	[COLL_ALLREDUCE] = "gice_coll_allreduce", [COLL_REDUCE_SCATTER] = "gice_coll_reduce_scatter",
+	[COLL_ALLGATHER] = "gice_coll_allgather", [COLL_REDUCE] = "gice_coll_reduce",
+	[COLL_BROADCAST] = "gice_coll_broadcast", [COLL_ALLTOALL] = "gice_coll_alltoall",
+};
+
 /* The checks of every call, on the host and in a kernel. *li: the device's index in team. */
-static int coll_check(const gice_device_t *d, const gice_team_t *team, const struct coll_call *c, uint32_t *li,
-		      const char *who)
+static int coll_check(const gice_device_t *d, const struct coll_call *c, uint32_t *li)
 {
+	const gice_team_t *team = c->team;
+	const char *who = kind_name[c->kind];
 	size_t esz = gice_dtype_size(c->type);
-	uint64_t bytes = (uint64_t)c->count * esz;
+	int reduces = c->kind == COLL_ALLREDUCE || c->kind == COLL_REDUCE_SCATTER || c->kind == COLL_REDUCE;
 
 	if (!team || !team->coll) {
 		gice_error("api", "%s: %s", who, !team ? "no team" : "no gice_coll_init on this team");
@@ -115,16 +122,30 @@ static int coll_check(const gice_device_t *d, const gice_team_t *team, const str
 		gice_error("api", "%s: device %u is not in the team", who, d->gid);
 		return GICE_ERR_INVALID;
 	}
-	if (!esz || (unsigned)c->op >= GICE_REDOP_COUNT) {
+	if (!esz || (reduces && (unsigned)c->op >= GICE_REDOP_COUNT)) {
 		gice_error("api", "%s: bad type %d or op %d", who, (int)c->type, (int)c->op);
 		return GICE_ERR_INVALID;
 	}
-	if (c->op == GICE_RED_AVG && c->type < GICE_FLOAT16) {
+	if (reduces && c->op == GICE_RED_AVG && c->type < GICE_FLOAT16) {
 		gice_error("api", "%s: avg is for floating types, not %s", who, coll_dtype_name(c->type));
 		return GICE_ERR_INVALID;
 	}
+	if ((c->kind == COLL_REDUCE || c->kind == COLL_BROADCAST) && c->root >= team->n) {
+		gice_error("api", "%s: root %u out of range (team of %u)", who, c->root, team->n);
+		return GICE_ERR_INVALID;
+	}
+	if (c->kind == COLL_ALLTOALL && c->send == c->recv && c->count && team->n > 1) {
+		gice_error("api", "%s: in place is not supported (send == recv)", who);
+		return GICE_ERR_INVALID;
+	}
+	/* bytes of send and recv */
+	uint64_t n = team->n, sb = c->count * esz, rb = sb;
+	if (c->kind == COLL_REDUCE_SCATTER || c->kind == COLL_ALLTOALL)
+		sb *= n;
+	if (c->kind == COLL_ALLGATHER || c->kind == COLL_ALLTOALL)
+		rb *= n;
 	if (c->count > api_sym.heap_bytes || c->send > api_sym.heap_bytes || c->recv > api_sym.heap_bytes ||
-	    bytes > api_sym.heap_bytes - c->send || bytes > api_sym.heap_bytes - c->recv) {
+	    sb > api_sym.heap_bytes - c->send || rb > api_sym.heap_bytes - c->recv) {
 		gice_error("api", "%s: %zu %s at offsets %llu and %llu: outside the %llu-byte symmetric heap", who,
 			   c->count, coll_dtype_name(c->type), (unsigned long long)c->send, (unsigned long long)c->recv,
 			   (unsigned long long)api_sym.heap_bytes);
@@ -133,58 +154,155 @@ static int coll_check(const gice_device_t *d, const gice_team_t *team, const str
 	return GICE_OK;
 }
 
-static int coll_allreduce_run(gice_kctx_t *k, const struct coll_call *c)
+/* One device's part of call c: checks, then the algorithm. */
+static int coll_run(gice_kctx_t *k, const struct coll_call *c)
 {
 	struct api_coll *st;
+	struct coll_local *l;
 	uint32_t li, n, me;
-	size_t bytes = c->count * gice_dtype_size(c->type);
-	int rc = coll_check(k->dev, c->team, c, &li, "gice_coll_allreduce");
+	size_t esz = gice_dtype_size(c->type), bytes = c->count * esz;
+	int rc = coll_check(k->dev, c, &li);
 
 	if (rc)
 		goto fail;
 	if (!c->count)
 		return GICE_OK;
 	st = c->team->coll;
+	l = &st->local[li];
 	n = c->team->n;
 	me = c->team->local[li].rank;
-	if (n == 1) {
-		if (c->send != c->recv)
-			memcpy(gice_sym_ptr(k->dev, c->recv), gice_sym_ptr(k->dev, c->send), bytes);
+	if (n == 1) { /* a copy, or nothing */
+		if (c->send != c->recv && (c->kind != COLL_REDUCE || me == c->root))
+			memmove(gice_sym_ptr(k->dev, c->recv), gice_sym_ptr(k->dev, c->send), bytes);
 		return GICE_OK;
 	}
-	enum coll_algo a = st->algo;
-	if (a == COLL_ALGO_AUTO)
-		a = bytes <= st->small_max ? COLL_ALGO_ONESHOT : COLL_ALGO_RING;
-	if (a == COLL_ALGO_ONESHOT && bytes > st->small_slot)
-		a = COLL_ALGO_RING;
-	rc = a == COLL_ALGO_ONESHOT ? coll_allreduce_oneshot(k, c, st, &st->local[li], me)
-				    : coll_allreduce_ring(k, c, st, &st->local[li], me);
+	/* these write a peer's recv at once: every device must be done with the call before */
+	if (c->kind == COLL_ALLGATHER || c->kind == COLL_BROADCAST || c->kind == COLL_ALLTOALL)
+		if ((rc = gice_team_sync(k, c->team)))
+			goto fail;
+	switch (c->kind) {
+	case COLL_ALLREDUCE: {
+		enum coll_algo a = st->algo;
+		if (a == COLL_ALGO_AUTO)
+			a = bytes <= st->small_max ? COLL_ALGO_ONESHOT : COLL_ALGO_RING;
+		if (a == COLL_ALGO_ONESHOT && bytes > st->small_slot)
+			a = COLL_ALGO_RING;
+		rc = a == COLL_ALGO_ONESHOT ? coll_allreduce_oneshot(k, c, st, l, me) : coll_ring(k, c, st, l, me);
+		break;
+	}
+	case COLL_BROADCAST:
+		rc = coll_broadcast(k, c, st, l, me);
+		break;
+	case COLL_ALLTOALL:
+		rc = coll_alltoall(k, c, st, l, me);
+		break;
+	default:
+		rc = coll_ring(k, c, st, l, me);
+		break;
+	}
 	if (!rc)
 		return GICE_OK;
 fail:
-	gice_kernel_fail(k, rc, "gice_coll_allreduce");
+	gice_kernel_fail(k, rc, kind_name[c->kind]);
 	return rc;
+}
+
+static void coll_kernel(gice_kctx_t *k, void *args) { coll_run(k, args); }
+
+/* Host entry: check, then a one-block kernel on s. */
+static int coll_enqueue(gice_stream_t *s, const struct coll_call *c)
+{
+	int rc;
+
+	if (!s)
+		return GICE_ERR_INVALID;
+	if ((rc = coll_check(s->dev, c, NULL)))
+		return rc;
+	return gice_launch(s, coll_kernel, 1, c, sizeof(*c));
+}
+
+#define CALL(kind_, root_)                                                                                      \
+	(struct coll_call)                                                                                      \
+	{                                                                                                       \
+		.team = team, .send = send, .recv = recv, .count = count, .type = type, .op = op, .kind = kind_, \
+		.root = root_                                                                                   \
+	}
+
+int gice_coll_allreduce(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			gice_dtype_t type, gice_redop_t op)
+{
+	return coll_enqueue(s, &CALL(COLL_ALLREDUCE, 0));
 }
 
 int gice_coll_allreduce_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
 			  gice_dtype_t type, gice_redop_t op)
 {
-	struct coll_call c = {.team = team, .send = send, .recv = recv, .count = count, .type = type, .op = op};
-
-	return coll_allreduce_run(k, &c);
+	return coll_run(k, &CALL(COLL_ALLREDUCE, 0));
 }
 
-static void coll_allreduce_kernel(gice_kctx_t *k, void *args) { coll_allreduce_run(k, args); }
-
-int gice_coll_allreduce(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
-			gice_dtype_t type, gice_redop_t op)
+int gice_coll_reduce_scatter(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			     gice_dtype_t type, gice_redop_t op)
 {
-	struct coll_call c = {.team = team, .send = send, .recv = recv, .count = count, .type = type, .op = op};
-	int rc;
+	return coll_enqueue(s, &CALL(COLL_REDUCE_SCATTER, 0));
+}
 
-	if (!s)
-		return GICE_ERR_INVALID;
-	if ((rc = coll_check(s->dev, team, &c, NULL, "gice_coll_allreduce")))
-		return rc;
-	return gice_launch(s, coll_allreduce_kernel, 1, &c, sizeof(c));
+int gice_coll_reduce_scatter_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			       gice_dtype_t type, gice_redop_t op)
+{
+	return coll_run(k, &CALL(COLL_REDUCE_SCATTER, 0));
+}
+
+int gice_coll_reduce(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+		     gice_dtype_t type, gice_redop_t op, uint32_t root)
+{
+	return coll_enqueue(s, &CALL(COLL_REDUCE, root));
+}
+
+int gice_coll_reduce_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+		       gice_dtype_t type, gice_redop_t op, uint32_t root)
+{
+	return coll_run(k, &CALL(COLL_REDUCE, root));
+}
+
+#define CALL_NOOP(kind_, root_)                                                                                 \
+	(struct coll_call)                                                                                      \
+	{                                                                                                       \
+		.team = team, .send = send, .recv = recv, .count = count, .type = type, .op = GICE_RED_SUM,      \
+		.kind = kind_, .root = root_                                                                    \
+	}
+
+int gice_coll_allgather(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			gice_dtype_t type)
+{
+	return coll_enqueue(s, &CALL_NOOP(COLL_ALLGATHER, 0));
+}
+
+int gice_coll_allgather_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			  gice_dtype_t type)
+{
+	return coll_run(k, &CALL_NOOP(COLL_ALLGATHER, 0));
+}
+
+int gice_coll_broadcast(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			gice_dtype_t type, uint32_t root)
+{
+	return coll_enqueue(s, &CALL_NOOP(COLL_BROADCAST, root));
+}
+
+int gice_coll_broadcast_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			  gice_dtype_t type, uint32_t root)
+{
+	return coll_run(k, &CALL_NOOP(COLL_BROADCAST, root));
+}
+
+int gice_coll_alltoall(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+		       gice_dtype_t type)
+{
+	return coll_enqueue(s, &CALL_NOOP(COLL_ALLTOALL, 0));
+}
+
+int gice_coll_alltoall_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			 gice_dtype_t type)
+{
+	return coll_run(k, &CALL_NOOP(COLL_ALLTOALL, 0));
 }

@@ -334,8 +334,9 @@ int gice_team_destroy(gice_team_t *team);
  * call returns at once, a one-block kernel does the work after the stream's earlier work; the
  * stream's device must be in the team) or called from a kernel (gice_coll_*_k, one block per
  * device; it returns when this device's part is done). Every member calls the same collectives on
- * a team in the same order with the same count, type and op; one collective at a time per
- * device and team. send == recv is in place. Errors: GICE_ERR_INVALID (no gice_coll_init on the
+ * a team in the same order with the same count, type, op and root; one collective at a time per
+ * device and team. send == recv is in place (allreduce, reduce, broadcast). allgather, broadcast
+ * and alltoall start with a team sync. count 0 does nothing; a team of one copies. Errors: GICE_ERR_INVALID (no gice_coll_init on the
  * team, device not a member, avg on an integer type, bad type or op: the message names them),
  * GICE_ERR_OUT_OF_BOUNDS (a buffer past the heap); from a kernel, failures also fail it. */
 typedef enum {
@@ -359,6 +360,36 @@ int gice_coll_allreduce(gice_stream_t *s, gice_team_t *team, uint64_t send, uint
 			gice_dtype_t type, gice_redop_t op);
 int gice_coll_allreduce_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
 			  gice_dtype_t type, gice_redop_t op);
+/* send holds n x count elements (n: team size), recv count: team rank r gets block r of the
+ * reduction (ring reduce-scatter). In place: recv = send + r x count x element size. */
+int gice_coll_reduce_scatter(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			     gice_dtype_t type, gice_redop_t op);
+int gice_coll_reduce_scatter_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			       gice_dtype_t type, gice_redop_t op);
+/* send holds count elements, recv n x count: block r of every recv gets rank r's send (ring).
+ * In place: send = recv + r x count x element size. */
+int gice_coll_allgather(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			gice_dtype_t type);
+int gice_coll_allgather_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			  gice_dtype_t type);
+/* recv of team rank root gets the reduction of every send (ring reduce-scatter, then every
+ * block to the root); recv is not written elsewhere. GICE_ERR_INVALID for root >= team size. */
+int gice_coll_reduce(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+		     gice_dtype_t type, gice_redop_t op, uint32_t root);
+int gice_coll_reduce_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+		       gice_dtype_t type, gice_redop_t op, uint32_t root);
+/* Every recv gets root's send (a chain from the root, pipelined by GICE_CHUNK_BYTES); send is
+ * read on the root only. */
+int gice_coll_broadcast(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			gice_dtype_t type, uint32_t root);
+int gice_coll_broadcast_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			  gice_dtype_t type, uint32_t root);
+/* send and recv hold n x count elements: block j of rank r's send goes to block r of rank j's
+ * recv. Not in place (GICE_ERR_INVALID). */
+int gice_coll_alltoall(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+		       gice_dtype_t type);
+int gice_coll_alltoall_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			 gice_dtype_t type);
 /* ================================================================ end of collectives */
 
 /* ================================================================ storage path and memory pools

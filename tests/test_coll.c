@@ -116,16 +116,18 @@ static void fill(void *p, gice_dtype_t t, gice_redop_t op, uint32_t r, size_t co
 
 /* Compare got (the result on a device) with the host reference over ranks 0..n-1. Returns 0 or
  * prints the first wrong element and returns 1. */
-static int check(const void *got, gice_dtype_t t, gice_redop_t op, uint32_t n, size_t count, const char *who)
+static int check_at(const void *got, gice_dtype_t t, gice_redop_t op, uint32_t n, size_t count, size_t base,
+		    const char *who)
 {
 	static const double eps[] = {[GICE_FLOAT16] = 0x1p-11, [GICE_BFLOAT16] = 0x1p-8, [GICE_FLOAT32] = 0x1p-24,
 				     [GICE_FLOAT64] = 0x1p-53};
 	unsigned bits = (unsigned)esize(t) * 8;
 	uint64_t mask = bits == 64 ? UINT64_MAX : (1ull << bits) - 1;
 
-	for (size_t i = 0; i < count; i++) {
+	for (size_t k = 0; k < count; k++) {
+		size_t i = base + k;
 		if (is_float(t)) {
-			double acc = fval(0, i, op), g = get_f(got, t, i);
+			double acc = fval(0, i, op), g = get_f(got, t, k);
 			for (uint32_t r = 1; r < n; r++) {
 				double v = fval(r, i, op);
 				acc = op == GICE_RED_PROD ? acc * v : op == GICE_RED_MIN ? fmin(acc, v)
@@ -152,14 +154,19 @@ static int check(const void *got, gice_dtype_t t, gice_redop_t op, uint32_t n, s
 			default: acc = is_signed(t) ? (sv > sa ? v : acc) : (v > acc ? v : acc); break;
 			}
 		}
-		if (((uint64_t)get_s(got, t, i) & mask) != acc) {
+		if (((uint64_t)get_s(got, t, k) & mask) != acc) {
 			fprintf(stderr, "%s: %s %s n=%u count=%zu element %zu: %llx, expected %llx\n", who, dt_name[t],
-				op_name[op], n, count, i, (unsigned long long)((uint64_t)get_s(got, t, i) & mask),
+				op_name[op], n, count, i, (unsigned long long)((uint64_t)get_s(got, t, k) & mask),
 				(unsigned long long)acc);
 			return 1;
 		}
 	}
 	return 0;
+}
+
+static int check(const void *got, gice_dtype_t t, gice_redop_t op, uint32_t n, size_t count, const char *who)
+{
+	return check_at(got, t, op, n, count, 0, who);
 }
 
 /* ---------------------------------------------------------------- one process, four devices */
@@ -237,6 +244,136 @@ static int run_matrix(gice_device_t *const *d, gice_stream_t *const *s, uint32_t
 		}
 	return 0;
 }
+
+/* got (count elements) holds rank r's values base .. base + count - 1 (as fill with op sum). */
+static int expect_block(const void *got, gice_dtype_t t, uint32_t r, size_t base, size_t count, const char *who)
+{
+	static uint8_t want[MAXC * 8];
+
+	for (size_t k = 0; k < count; k++)
+		put_elem(want, t, k, hash(r, base + k), fval(r, base + k, GICE_RED_SUM));
+	for (size_t k = 0; k < count * esize(t); k++)
+		if (((const uint8_t *)got)[k] != want[k]) {
+			fprintf(stderr, "%s: %s count=%zu: byte %zu of rank %u's block at %zu differs\n", who, dt_name[t],
+				count, k, r, base);
+			return 1;
+		}
+	return 0;
+}
+
+static int sync_local(gice_stream_t *const *s, uint32_t n_local)
+{
+	for (uint32_t i = 0; i < n_local; i++)
+		if (gice_stream_sync(s[i], 0))
+			return 1;
+	return 0;
+}
+
+/* reduce_scatter, reduce (every op), allgather, broadcast, alltoall: every type and count, in
+ * place and out of place where the call has it, roots taking turns. */
+static int run_others(gice_device_t *const *d, gice_stream_t *const *s, uint32_t n_local, gice_team_t *t,
+		      const size_t *cnts, size_t n_cnts, const char *who)
+{
+	uint32_t n = gice_team_size(t);
+
+	for (int ty = 0; ty < GICE_DTYPE_COUNT; ty++)
+		for (size_t ci = 0; ci < n_cnts; ci++) {
+			gice_dtype_t T = (gice_dtype_t)ty;
+			size_t count = cnts[ci], esz = esize(T);
+			uint32_t root = (uint32_t)(ci + (size_t)ty) % n;
+			for (int op = 0; op < GICE_REDOP_COUNT; op++) {
+				if (op == GICE_RED_AVG && !is_float(T))
+					continue;
+				for (int inplace = 0; inplace < 2; inplace++) {
+					uint64_t recv[NDEV];
+					for (uint32_t i = 0; i < n_local; i++) { /* reduce_scatter */
+						uint32_t r = (uint32_t)gice_team_rank(t, d[i]);
+						fill(gice_sym_ptr(d[i], A), T, (gice_redop_t)op, r, n * count);
+						recv[i] = inplace ? A + r * count * esz : B;
+						if (gice_coll_reduce_scatter(s[i], t, A, recv[i], count, T, (gice_redop_t)op))
+							return 1;
+					}
+					if (sync_local(s, n_local))
+						return 2;
+					for (uint32_t i = 0; i < n_local; i++) {
+						uint32_t r = (uint32_t)gice_team_rank(t, d[i]);
+						if (check_at(gice_sym_ptr(d[i], recv[i]), T, (gice_redop_t)op, n, count, r * count,
+							     "reduce_scatter"))
+							return 3;
+					}
+					for (uint32_t i = 0; i < n_local; i++) { /* reduce */
+						uint32_t r = (uint32_t)gice_team_rank(t, d[i]);
+						fill(gice_sym_ptr(d[i], A), T, (gice_redop_t)op, r, count);
+						if (gice_coll_reduce(s[i], t, A, inplace ? A : B, count, T, (gice_redop_t)op, root))
+							return 4;
+					}
+					if (sync_local(s, n_local))
+						return 5;
+					for (uint32_t i = 0; i < n_local; i++)
+						if ((uint32_t)gice_team_rank(t, d[i]) == root &&
+						    check(gice_sym_ptr(d[i], inplace ? A : B), T, (gice_redop_t)op, n, count, "reduce"))
+							return 6;
+				}
+			}
+			for (int inplace = 0; inplace < 2; inplace++) {
+				uint64_t send[NDEV];
+				for (uint32_t i = 0; i < n_local; i++) { /* allgather */
+					uint32_t r = (uint32_t)gice_team_rank(t, d[i]);
+					send[i] = inplace ? B + r * count * esz : A;
+					memset(gice_sym_ptr(d[i], B), 0xab, MAXC * 8);
+					fill(gice_sym_ptr(d[i], send[i]), T, GICE_RED_SUM, r, count);
+					if (gice_coll_allgather(s[i], t, send[i], B, count, T))
+						return 7;
+				}
+				if (sync_local(s, n_local))
+					return 8;
+				for (uint32_t i = 0; i < n_local; i++)
+					for (uint32_t b = 0; b < n; b++)
+						if (expect_block((uint8_t *)gice_sym_ptr(d[i], B) + b * count * esz, T, b, 0, count,
+								 "allgather"))
+							return 9;
+				for (uint32_t i = 0; i < n_local; i++) { /* broadcast */
+					uint32_t r = (uint32_t)gice_team_rank(t, d[i]);
+					fill(gice_sym_ptr(d[i], A), T, GICE_RED_SUM, r, count);
+					if (gice_coll_broadcast(s[i], t, A, inplace ? A : B, count, T, root))
+						return 10;
+				}
+				if (sync_local(s, n_local))
+					return 11;
+				for (uint32_t i = 0; i < n_local; i++)
+					if (expect_block(gice_sym_ptr(d[i], inplace ? A : B), T, root, 0, count, "broadcast"))
+						return 12;
+			}
+			for (uint32_t i = 0; i < n_local; i++) { /* alltoall */
+				uint32_t r = (uint32_t)gice_team_rank(t, d[i]);
+				fill(gice_sym_ptr(d[i], A), T, GICE_RED_SUM, r, n * count);
+				if (gice_coll_alltoall(s[i], t, A, B, count, T))
+					return 13;
+			}
+			if (sync_local(s, n_local))
+				return 14;
+			for (uint32_t i = 0; i < n_local; i++) {
+				uint32_t j = (uint32_t)gice_team_rank(t, d[i]);
+				for (uint32_t r = 0; r < n; r++)
+					if (expect_block((uint8_t *)gice_sym_ptr(d[i], B) + r * count * esz, T, r, j * count, count,
+							 "alltoall"))
+						return 15;
+			}
+		}
+	return 0;
+}
+
+static const size_t other_counts[] = {0, 1, 7, 61, 1021};
+
+START_TEST(other_collectives_match_the_host_reference)
+{
+	uint32_t n = (uint32_t)_i + 1;
+
+	ck_assert_int_eq(run_others(dev, str, n, team[n], other_counts, sizeof(other_counts) / sizeof(other_counts[0]),
+				    "one process"),
+			 0);
+}
+END_TEST
 
 START_TEST(allreduce_every_type_and_op_matches_the_host_reference)
 {
@@ -356,6 +493,8 @@ static int job_rank(int rank, int size)
 	FAILIF(rc, "ring matrix: %d", rc);
 	rc = run_matrix(&d, &s, 1, copy, job_counts, 3, "oneshot");
 	FAILIF(rc, "oneshot matrix: %d", rc);
+	rc = run_others(&d, &s, 1, world, job_counts, 4, "others");
+	FAILIF(rc, "other collectives: %d", rc);
 	FAILIF(gice_sym_fini(), "gice_sym_fini");
 	gice_stream_destroy(s);
 	gice_device_close(d);
@@ -400,6 +539,7 @@ static Suite *suite(void)
 	} cases[] = {
 		{"allreduce_ring", allreduce_every_type_and_op_matches_the_host_reference, NDEV, setup_ring},
 		{"allreduce_oneshot", allreduce_every_type_and_op_matches_the_host_reference, NDEV, setup_oneshot},
+		{"other_collectives", other_collectives_match_the_host_reference, NDEV, setup_ring},
 		{"allreduce_repeated_in_a_kernel", allreduce_from_a_kernel_five_hundred_times, 1, setup_auto},
 		{"errors", bad_calls_fail_exactly, 1, setup_auto},
 		{"init_without_heap", coll_init_before_the_heap_fails, 1, NULL},
