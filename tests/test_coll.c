@@ -1,5 +1,6 @@
 /* Description: collectives (issue 10): gice_coll_allreduce of every type with every operator
- * against a host reference, on teams of 1, 2, 3 and 4 devices of one process and across 2, 3
+ * against a host reference (and reduce_scatter, reduce with every operator and root, allgather,
+ * broadcast from every root, alltoall, every type), on teams of 1, 2, 3 and 4 devices of one process and across 2, 3
  * and 4 processes (shm with the NVLink plane, tcp without), with the one-shot and the ring
  * algorithm, in place and out of place, for counts 0, 1, primes, sizes not divisible by the
  * chunk (256 bytes here) and larger than one round of the scratch (64 KiB here); called from a
