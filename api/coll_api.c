@@ -3,6 +3,7 @@
  * host entry points that enqueue a one-block kernel on a stream (as ncclAllReduce). */
 #include "api/coll.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,20 @@ const gice_param_t api_coll_params[] = {
 };
 
 static uint64_t round_down(uint64_t x, uint64_t a) { return x / a * a; }
+
+int coll_wait(gice_kctx_t *k, gice_counter_t ctr, uint64_t v)
+{
+	int rc = 0;
+
+	for (int i = 0; i < 96 && (rc = gice_signal_test(k, ctr, GICE_CMP_GE, v)) == 0; i++)
+		if (i >= 32)
+			sched_yield();
+		else
+			__builtin_ia32_pause();
+	if (rc == 1)
+		return GICE_OK;
+	return gice_wait_until(k, ctr, GICE_CMP_GE, v, 0, NULL);
+}
 
 void api_coll_free(gice_team_t *t)
 {

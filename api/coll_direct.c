@@ -31,7 +31,7 @@ static int direct_send(gice_kctx_t *k, const struct coll_call *c, struct api_col
 
 static int direct_end(gice_kctx_t *k, struct api_coll *st, struct coll_local *l)
 {
-	return gice_wait_until(k, st->c[COLL_C_DONE], GICE_CMP_GE, l->done, 0, NULL);
+	return coll_wait(k, st->c[COLL_C_DONE], l->done);
 }
 
 int coll_broadcast(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me)
@@ -47,7 +47,7 @@ int coll_broadcast(gice_kctx_t *k, const struct coll_call *c, struct api_coll *s
 	for (size_t j = 0; j < K && !rc; j++) {
 		size_t off = j * cb, len = bytes - off < cb ? bytes - off : cb;
 		if (me != c->root)
-			rc = gice_wait_until(k, st->c[COLL_C_AG], GICE_CMP_GE, ++l->ag, 0, NULL);
+			rc = coll_wait(k, st->c[COLL_C_AG], ++l->ag);
 		if (!rc && right != c->root)
 			rc = direct_send(k, c, st, l, right, c->recv + off, recv + off, len);
 	}
@@ -70,7 +70,7 @@ int coll_alltoall(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st
 	if (rc)
 		return rc;
 	l->ag += n - 1;
-	if ((rc = gice_wait_until(k, st->c[COLL_C_AG], GICE_CMP_GE, l->ag, 0, NULL)))
+	if ((rc = coll_wait(k, st->c[COLL_C_AG], l->ag)))
 		return rc;
 	return direct_end(k, st, l);
 }

@@ -98,7 +98,7 @@ static int ring_send(struct ring *g, uint64_t dst_off, const uint8_t *src, size_
 
 static int wait_done(struct ring *g)
 {
-	return gice_wait_until(g->k, g->st->c[COLL_C_DONE], GICE_CMP_GE, g->l->done, 0, NULL);
+	return coll_wait(g->k, g->st->c[COLL_C_DONE], g->l->done);
 }
 
 /* The final value of chunk (lo, len), reduced from own (this device's data) and in (the landing
@@ -143,7 +143,7 @@ static int ring_reduce_scatter(struct ring *g, size_t r, size_t K)
 
 	/* the right has reduced round G - 2, which used the bank this round fills */
 	if (l->rounds >= 2 &&
-	    (rc = gice_wait_until(g->k, g->st->c[COLL_C_CREDIT], GICE_CMP_GE, l->rounds - 1, 0, NULL)))
+	    (rc = coll_wait(g->k, g->st->c[COLL_C_CREDIT], l->rounds - 1)))
 		return rc;
 	for (size_t j = 0; j < K; j++) { /* step 0: this device's own position */
 		ring_chunk(g, g->me, r, j, &lo, &len);
@@ -154,7 +154,7 @@ static int ring_reduce_scatter(struct ring *g, size_t r, size_t K)
 	for (uint32_t s = 0; s + 1 < g->n; s++) {
 		uint32_t x = (g->me + 2 * g->n - s - 1) % g->n;
 		for (size_t j = 0; j < K; j++) {
-			if ((rc = gice_wait_until(g->k, g->st->c[COLL_C_RS], GICE_CMP_GE, ++l->rs, 0, NULL)))
+			if ((rc = coll_wait(g->k, g->st->c[COLL_C_RS], ++l->rs)))
 				return rc;
 			ring_chunk(g, x, r, j, &lo, &len);
 			uint64_t in_off = bank + (s * g->P + j * g->ce) * g->esz;
@@ -200,7 +200,7 @@ static int ring_allgather(struct ring *g, size_t r, size_t K, int send_own)
 	for (uint32_t t = 0; t + 1 < g->n; t++) {
 		uint32_t x = (g->me + g->n - t) % g->n;
 		for (size_t j = 0; j < K; j++) {
-			if ((rc = gice_wait_until(g->k, g->st->c[COLL_C_AG], GICE_CMP_GE, ++g->l->ag, 0, NULL)))
+			if ((rc = coll_wait(g->k, g->st->c[COLL_C_AG], ++g->l->ag)))
 				return rc;
 			if (t + 2 == g->n)
 				continue;
@@ -252,7 +252,7 @@ int coll_ring(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, st
 			rc = ring_allgather(&g, r, K, c->kind == COLL_ALLGATHER);
 		if (!rc && c->kind == COLL_REDUCE && me == c->root) { /* every other device's final chunks */
 			g.l->ag += (uint64_t)(g.n - 1) * K;
-			rc = gice_wait_until(k, st->c[COLL_C_AG], GICE_CMP_GE, g.l->ag, 0, NULL);
+			rc = coll_wait(k, st->c[COLL_C_AG], g.l->ag);
 		}
 	}
 	if (!rc)

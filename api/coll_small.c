@@ -10,7 +10,6 @@
  * be two calls ahead, so a parity's counter only ever counts one call at a time. */
 #include "api/coll.h"
 
-#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -43,14 +42,7 @@ int coll_allreduce_oneshot(gice_kctx_t *k, const struct coll_call *c, struct api
 	if (rc)
 		return rc;
 	l->small_seen[p] += n - 1;
-	/* a short spin, then looks with a yield between (more ranks than cores: the peers may need
-	 * this core), then the full wait */
-	for (int i = 0; i < 96 && (rc = gice_signal_test(k, ctr, GICE_CMP_GE, l->small_seen[p])) == 0; i++)
-		if (i >= 32)
-			sched_yield();
-		else
-			__builtin_ia32_pause();
-	if (rc != 1 && (rc = gice_wait_until(k, ctr, GICE_CMP_GE, l->small_seen[p], 0, NULL)))
+	if ((rc = coll_wait(k, ctr, l->small_seen[p])))
 		return rc;
 	l->small_calls++;
 	/* recv = slot 0 op slot 1 op ... op slot n-1 */
