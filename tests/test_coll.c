@@ -4,7 +4,8 @@
  * and 4 processes (shm with the NVLink plane, tcp without), with the one-shot and the ring
  * algorithm, in place and out of place, for counts 0, 1, primes, sizes not divisible by the
  * chunk (256 bytes here) and larger than one round of the scratch (64 KiB here); called from a
- * kernel, 500 times in a row alternating algorithms with the host idle; and the exact errors of
+ * kernel, 1000 times in a row alternating algorithms with the host idle; the ring under injected
+ * drops, duplicates, reordering and corruption over tcp; and the exact errors of
  * a team without gice_coll_init, avg on an integer type, a buffer past the heap.
  * Integers must be exact. Floats: the test values make every sum, product, min and max exact in
  * every type (multiples of 1/4 below 2^7, products of powers of two and 1.5), so they must be
@@ -386,7 +387,7 @@ END_TEST
 
 /* ---------------------------------------------------------------- from a kernel, repeated */
 
-#define REPEAT 500
+#define REPEAT 1000
 
 struct rep_args {
 	gice_team_t *team;
@@ -394,44 +395,46 @@ struct rep_args {
 };
 
 /* Alternate a one-shot-sized and a ring-sized int64 sum, REPEAT times, in place on a (small)
- * and out of place a -> b (large): each iteration adds the team's sum of the previous values. */
+ * and out of place a -> b (large). Device r holds v + r (v the same everywhere), so the sum is
+ * NDEV v + 0 + 1 + .. + NDEV-1; from it each iteration sets v to v + 1: any wrong sum shows in
+ * the final v. */
 static void repeat_kernel(gice_kctx_t *k, void *p)
 {
 	struct rep_args *a = p;
+	int64_t r = gice_team_rank(a->team, k->dev), base = NDEV * (NDEV - 1) / 2;
+	int64_t *x = gice_sym_ptr(k->dev, a->a);
 
 	for (int it = 0; it < REPEAT; it++) {
 		size_t count = it % 2 ? 1500 : 3;
 		uint64_t recv = it % 2 ? a->b : a->a;
+		const int64_t *sum = gice_sym_ptr(k->dev, recv);
 		if (gice_coll_allreduce_k(k, a->team, a->a, recv, count, GICE_INT64, GICE_RED_SUM))
 			return;
-		if (it % 2) /* b back into a for the next round: a = sum */
-			memcpy(gice_sym_ptr(k->dev, a->a), gice_sym_ptr(k->dev, a->b), count * 8);
+		for (size_t j = 0; j < count; j++)
+			x[j] = (sum[j] - base) / NDEV + 1 + r;
 	}
 }
 
-START_TEST(allreduce_from_a_kernel_five_hundred_times)
+START_TEST(allreduce_from_a_kernel_a_thousand_times)
 {
 	struct rep_args a = {.team = team[NDEV], .a = A, .b = B};
 
 	for (int i = 0; i < NDEV; i++) {
 		int64_t *x = gice_sym_ptr(dev[i], A);
 		for (size_t j = 0; j < 1500; j++)
-			x[j] = (int64_t)(j % 3 == 0); /* small values: the sums are n^REPEAT, wrapped */
+			x[j] = (int64_t)j * 1000 + i;
 	}
 	for (int i = 0; i < NDEV; i++)
 		ck_assert_int_eq(gice_launch(str[i], repeat_kernel, 1, &a, sizeof(a)), GICE_OK);
 	for (int i = 0; i < NDEV; i++)
 		ck_assert_int_eq(gice_stream_sync(str[i], 0), GICE_OK);
-	/* element j < 3 was summed every iteration (x4 each), j >= 3 every other one */
+	/* element j < 3 went through every iteration, j >= 3 through every other one */
 	for (int i = 0; i < NDEV; i++) {
 		const int64_t *x = gice_sym_ptr(dev[i], A);
 		for (size_t j = 0; j < 1500; j++) {
-			uint64_t want = j % 3 == 0;
-			for (int it = 0; it < REPEAT; it++)
-				if (j < 3 || it % 2)
-					want *= NDEV;
-			ck_assert_msg((uint64_t)x[j] == want, "device %d element %zu: %lld, expected %llu", i, j,
-				      (long long)x[j], (unsigned long long)want);
+			int64_t want = (int64_t)j * 1000 + (j < 3 ? REPEAT : REPEAT / 2) + i;
+			ck_assert_msg(x[j] == want, "device %d element %zu: %lld, expected %lld", i, j, (long long)x[j],
+				      (long long)want);
 		}
 	}
 }
@@ -503,6 +506,50 @@ static int job_rank(int rank, int size)
 	return 0;
 }
 
+/* Under injected faults (drop, duplicate, reorder, corrupt: the reliability layer repairs them),
+ * over tcp with every byte through the fabric: the ring allreduce stays exact. */
+static int job_faults(int rank, int size)
+{
+	static const size_t cnts[] = {1, 1021, MAXC};
+	gice_device_t *d;
+	gice_stream_t *s;
+
+	setenv("GICE_CHUNK_BYTES", "4k", 1);
+	setenv("GICE_COLL_SCRATCH_BYTES", "64k", 1);
+	setenv("GICE_ALGO", "ring", 1);
+	FAILIF(gice_init(), "gice_init");
+	gice_device_attr_t a = {.n_sms = 2, .n_cts = 1, .hbm_bytes = 16u << 20};
+	FAILIF(gice_device_open(&a, &d) || gice_stream_create(d, &s), "device");
+	FAILIF(gice_sym_init(HEAP), "gice_sym_init");
+	FAILIF(gice_coll_init(gice_team_world()), "gice_coll_init");
+	FAILIF(gice_sym_alloc(MAXC * 8, &A) || gice_sym_alloc(MAXC * 8, &B), "alloc");
+	for (int ty = 0; ty < GICE_DTYPE_COUNT; ty++)
+		for (size_t ci = 0; ci < sizeof(cnts) / sizeof(cnts[0]); ci++) {
+			gice_redop_t op = (gice_redop_t)((ty + (int)ci) % 4);
+			fill(gice_sym_ptr(d, A), (gice_dtype_t)ty, op, (uint32_t)rank, cnts[ci]);
+			FAILIF(gice_coll_allreduce(s, gice_team_world(), A, B, cnts[ci], (gice_dtype_t)ty, op), "enqueue");
+			FAILIF(gice_stream_sync(s, 0), "allreduce");
+			FAILIF(check(gice_sym_ptr(d, B), (gice_dtype_t)ty, op, (uint32_t)size, cnts[ci], "faults"), "result");
+		}
+	FAILIF(gice_sym_fini(), "gice_sym_fini");
+	gice_stream_destroy(s);
+	gice_device_close(d);
+	gice_finalize();
+	return 0;
+}
+
+START_TEST(allreduce_under_faults)
+{
+	static const char *const env[] = {"GICE_PLANE=net", "GICE_FAULTS=drop=0.02,dup=0.01,reorder=0.02,corrupt=0.005,seed=7",
+					  NULL};
+	int st[3];
+
+	run_job(3, 3, job_faults, "tcp", env, st, NULL);
+	for (int r = 0; r < 3; r++)
+		ck_assert_msg(st[r] == 0, "rank %d exited %d", r, st[r]);
+}
+END_TEST
+
 START_TEST(allreduce_across_processes)
 {
 	static const int ranks[] = {2, 3, 4, 3};
@@ -541,10 +588,11 @@ static Suite *suite(void)
 		{"allreduce_ring", allreduce_every_type_and_op_matches_the_host_reference, NDEV, setup_ring},
 		{"allreduce_oneshot", allreduce_every_type_and_op_matches_the_host_reference, NDEV, setup_oneshot},
 		{"other_collectives", other_collectives_match_the_host_reference, NDEV, setup_ring},
-		{"allreduce_repeated_in_a_kernel", allreduce_from_a_kernel_five_hundred_times, 1, setup_auto},
+		{"allreduce_repeated_in_a_kernel", allreduce_from_a_kernel_a_thousand_times, 1, setup_auto},
 		{"errors", bad_calls_fail_exactly, 1, setup_auto},
 		{"init_without_heap", coll_init_before_the_heap_fails, 1, NULL},
 		{"multiproc", allreduce_across_processes, 4, NULL},
+		{"faults", allreduce_under_faults, 1, NULL},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
