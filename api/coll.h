@@ -78,9 +78,9 @@ int coll_ring(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, st
 int coll_broadcast(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me);
 int coll_alltoall(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me);
 
-/* coll_api.c: wait until counter ctr of this device reaches v: a few looks, then looks with a
- * yield between (more ranks than cores: the peer that will signal may need this core), then
- * gice_wait_until (its stall timeout; a failure also fails the kernel). */
+/* coll_api.c: wait until counter ctr of this device reaches v: looks with a yield between (more
+ * ranks than cores: the peer that will signal may need this core), then gice_wait_until (its
+ * stall timeout; a failure also fails the kernel). */
 int coll_wait(gice_kctx_t *k, gice_counter_t ctr, uint64_t v);
 
 /* api_team.c frees a team's collective state with it. */

@@ -33,11 +33,11 @@ int coll_wait(gice_kctx_t *k, gice_counter_t ctr, uint64_t v)
 {
 	int rc = 0;
 
+	/* a yield, not a pause: with two ranks per core the one that will signal is often waiting
+	 * for this core (4 ranks on 2 cores: 8 B allreduce 5.0 -> 2.9 us); alone on its core a
+	 * yield returns at once */
 	for (int i = 0; i < 96 && (rc = gice_signal_test(k, ctr, GICE_CMP_GE, v)) == 0; i++)
-		if (i >= 32)
-			sched_yield();
-		else
-			__builtin_ia32_pause();
+		sched_yield();
 	if (rc == 1)
 		return GICE_OK;
 	return gice_wait_until(k, ctr, GICE_CMP_GE, v, 0, NULL);
