@@ -6,7 +6,7 @@
 #   gice  gicerun -n N gice-bench allreduce --csv --sizes SIZES  (default provider: shm, with
 #         the NVLink plane between the ranks of this host)
 #   ompi  mpirun -np N mpi_allreduce -s SIZES --mca pml ob1 --mca btl self,vader
-# Both: float32 sums, out of place, p50 of one call on rank 0 after two untimed calls, algbw =
+# Both: float32 sums, out of place, p50 of one call on rank 0 after iters / 4 + 2 untimed calls, algbw =
 # bytes / p50 and busbw = algbw * 2 (n - 1) / n (nccl-tests). Prints per rank count and size the
 # medians over ROUNDS (default 3) of p50 latency and busbw, and the ratios gice / ompi (latency:
 # lower is better; busbw: higher is better). SIZES: default 8 B to 64 MiB in steps of 8x (k, m
