@@ -1,16 +1,17 @@
 /* Description: collectives (issue 10): gice_coll_allreduce of every type with every operator
  * against a host reference (and reduce_scatter, reduce with every operator and root, allgather,
- * broadcast from every root, alltoall, every type), on teams of 1, 2, 3 and 4 devices of one process and across 2, 3
- * and 4 processes (shm with the NVLink plane, tcp without), with the one-shot and the ring
- * algorithm, in place and out of place, for counts 0, 1, primes, sizes not divisible by the
- * chunk (256 bytes here) and larger than one round of the scratch (64 KiB here); called from a
- * kernel, 1000 times in a row alternating algorithms with the host idle; the ring under injected
- * drops, duplicates, reordering and corruption over tcp; and the exact errors of
- * a team without gice_coll_init, avg on an integer type, a buffer past the heap.
+ * broadcast from every root, alltoall, every type), on teams of 1, 2, 3 and 4 devices of one
+ * process and across 2, 3, 4, 5 and 8 processes (shm with the NVLink plane; 3 over tcp without
+ * it), with the one-shot and the ring algorithm, in place and out of place, for counts 0, 1,
+ * primes, sizes not divisible by the chunk (256 bytes here) and larger than one round of the
+ * scratch (64 KiB here); called from a kernel 1000 times in a row alternating algorithms with
+ * the host idle; the ring under injected drops, duplicates, reordering and corruption over tcp;
+ * and the exact errors of a team without gice_coll_init, avg on an integer type, bad type, a
+ * device outside the team, a buffer past the heap.
  * Integers must be exact. Floats: the test values make every sum, product, min and max exact in
- * every type (multiples of 1/4 below 2^7, products of powers of two and 1.5), so they must be
- * exact too; avg (one rounding of sum / n, plus the rounding of half types at each ring step)
- * must be within (n + 1) * eps * max(|ref|, 1), eps the type's unit roundoff. */
+ * every type (multiples of 1/4 up to 8, products of powers of two), so they must be exact too;
+ * avg (one rounding of sum / n, plus the rounding of half types at each ring step) must be
+ * within (n + 1) * eps * max(|ref|, 1), eps the type's unit roundoff. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -25,11 +26,12 @@
 #define NDEV 4
 #define HEAP (4u << 20)
 #define MAXC 5003
+#define BUF (8 * 1021 * 8) /* the largest buffer: 8 ranks x 1021 int64 (reduce_scatter, alltoall) */
 
 static gice_device_t *dev[NDEV];
 static gice_stream_t *str[NDEV];
 static gice_team_t *team[NDEV + 1]; /* team[n]: devices 0 .. n-1 */
-static uint64_t A, B;               /* heap offsets, MAXC * 8 bytes each */
+static uint64_t A, B;               /* heap offsets, BUF bytes each */
 
 static const size_t counts[] = {0, 1, 7, 61, 1021, MAXC};
 
@@ -51,7 +53,7 @@ static uint64_t hash(uint32_t r, size_t i)
 /* The value of element i on rank r, as a double (floats) or 64 bits (integers). */
 static double fval(uint32_t r, size_t i, gice_redop_t op)
 {
-	static const double prod_vals[] = {0.5, 1, 2, -1, -2, 1.5, 1, -0.5};
+	static const double prod_vals[] = {0.5, 1, 2, -1, -2, 1, -0.5, -1}; /* exact to 2^8 */
 	uint64_t h = hash(r, i);
 	return op == GICE_RED_PROD ? prod_vals[h % 8] : ((double)(h % 65) - 32) * 0.25;
 }
@@ -190,8 +192,8 @@ static void setup_algo(const char *algo)
 		ck_assert_int_eq(gice_team_split_strided(team[NDEV], 0, 1, n, &team[n]), GICE_OK);
 	for (uint32_t n = 1; n <= NDEV; n++)
 		ck_assert_int_eq(gice_coll_init(team[n]), GICE_OK);
-	ck_assert_int_eq(gice_sym_alloc(MAXC * 8, &A), GICE_OK);
-	ck_assert_int_eq(gice_sym_alloc(MAXC * 8, &B), GICE_OK);
+	ck_assert_int_eq(gice_sym_alloc(BUF, &A), GICE_OK);
+	ck_assert_int_eq(gice_sym_alloc(BUF, &B), GICE_OK);
 }
 
 static void setup_ring(void) { setup_algo("ring"); }
@@ -229,7 +231,7 @@ static int run_matrix(gice_device_t *const *d, gice_stream_t *const *s, uint32_t
 						fill(gice_sym_ptr(d[i], A), (gice_dtype_t)ty, (gice_redop_t)op,
 						     (uint32_t)gice_team_rank(t, d[i]), count);
 						if (!inplace)
-							memset(gice_sym_ptr(d[i], B), 0xab, MAXC * 8);
+							memset(gice_sym_ptr(d[i], B), 0xab, BUF);
 					}
 					for (uint32_t i = 0; i < n_local; i++)
 						if (gice_coll_allreduce(s[i], t, A, recv, count, (gice_dtype_t)ty,
@@ -322,7 +324,7 @@ static int run_others(gice_device_t *const *d, gice_stream_t *const *s, uint32_t
 				for (uint32_t i = 0; i < n_local; i++) { /* allgather */
 					uint32_t r = (uint32_t)gice_team_rank(t, d[i]);
 					send[i] = inplace ? B + r * count * esz : A;
-					memset(gice_sym_ptr(d[i], B), 0xab, MAXC * 8);
+					memset(gice_sym_ptr(d[i], B), 0xab, BUF);
 					fill(gice_sym_ptr(d[i], send[i]), T, GICE_RED_SUM, r, count);
 					if (gice_coll_allgather(s[i], t, send[i], B, count, T))
 						return 7;
@@ -492,7 +494,7 @@ static int job_rank(int rank, int size)
 	FAILIF(gice_coll_init(world), "gice_coll_init ring");
 	setenv("GICE_ALGO", "oneshot", 1);
 	FAILIF(gice_coll_init(copy), "gice_coll_init oneshot");
-	FAILIF(gice_sym_alloc(MAXC * 8, &A) || gice_sym_alloc(MAXC * 8, &B), "alloc");
+	FAILIF(gice_sym_alloc(BUF, &A) || gice_sym_alloc(BUF, &B), "alloc");
 	int rc = run_matrix(&d, &s, 1, world, job_counts, sizeof(job_counts) / sizeof(job_counts[0]), "ring");
 	FAILIF(rc, "ring matrix: %d", rc);
 	rc = run_matrix(&d, &s, 1, copy, job_counts, 3, "oneshot");
@@ -522,7 +524,7 @@ static int job_faults(int rank, int size)
 	FAILIF(gice_device_open(&a, &d) || gice_stream_create(d, &s), "device");
 	FAILIF(gice_sym_init(HEAP), "gice_sym_init");
 	FAILIF(gice_coll_init(gice_team_world()), "gice_coll_init");
-	FAILIF(gice_sym_alloc(MAXC * 8, &A) || gice_sym_alloc(MAXC * 8, &B), "alloc");
+	FAILIF(gice_sym_alloc(BUF, &A) || gice_sym_alloc(BUF, &B), "alloc");
 	for (int ty = 0; ty < GICE_DTYPE_COUNT; ty++)
 		for (size_t ci = 0; ci < sizeof(cnts) / sizeof(cnts[0]); ci++) {
 			gice_redop_t op = (gice_redop_t)((ty + (int)ci) % 4);
@@ -552,15 +554,15 @@ END_TEST
 
 START_TEST(allreduce_across_processes)
 {
-	static const int ranks[] = {2, 3, 4, 3};
+	static const int ranks[] = {2, 3, 4, 3, 5, 8};
 	static const char *const net[] = {"GICE_PLANE=net", NULL};
-	int st[4], n = ranks[_i];
+	int st[8], n = ranks[_i];
 	char log[] = "/tmp/gice-coll-XXXXXX";
 	int fd = mkstemp(log);
 
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	/* 0-2: shm with the NVLink plane; 3: tcp without it */
+	/* 0-2, 4, 5: shm with the NVLink plane; 3: tcp without it */
 	run_job(n, n, job_rank, _i == 3 ? "tcp" : NULL, _i == 3 ? net : NULL, st, log);
 	char text[4096] = {0};
 	FILE *f = fopen(log, "r");
@@ -591,7 +593,7 @@ static Suite *suite(void)
 		{"allreduce_repeated_in_a_kernel", allreduce_from_a_kernel_a_thousand_times, 1, setup_auto},
 		{"errors", bad_calls_fail_exactly, 1, setup_auto},
 		{"init_without_heap", coll_init_before_the_heap_fails, 1, NULL},
-		{"multiproc", allreduce_across_processes, 4, NULL},
+		{"multiproc", allreduce_across_processes, 6, NULL},
 		{"faults", allreduce_under_faults, 1, NULL},
 	};
 
