@@ -183,6 +183,8 @@ int gice_init(void)
 	api_g.t0_ns = gice_now_ns();
 	memset(&api_g.job_err, 0, sizeof(api_g.job_err)); /* a new life: no error yet */
 	atomic_store(&api_g.kill_at_ns, 0);
+	for (size_t i = 0; i < GICE_ARRAY_SIZE(api_g.fault_sig); i++)
+		atomic_store(&api_g.fault_sig[i].at_ns, 0);
 	api_g.devs = calloc(api_g.max_devices, sizeof(*api_g.devs));
 	if (gice_param_u64(gice_param_find(ct_params, "GICE_CT_MAX_PEERS"), &api_g.max_gids) == GICE_OK)
 		api_g.peer_tm = calloc(api_g.max_gids, sizeof(*api_g.peer_tm));
@@ -207,8 +209,6 @@ int gice_init(void)
 	}
 	api_g.rank = boot_rank(api_g.boot);
 	api_g.size = boot_size(api_g.boot);
-	if (api_g.faults.kill_rank == (int32_t)api_g.rank)
-		atomic_store(&api_g.kill_at_ns, api_g.t0_ns + GICE_MAX(api_g.faults.kill_at_ns, 1ull));
 	host_identity(api_g.host, sizeof(api_g.host));
 	pid_identity(api_g.pidns, sizeof(api_g.pidns));
 	api_g.machine_ranks = machine_ranks();
@@ -223,7 +223,8 @@ int gice_init(void)
 	if (gice_faults_any_net(&api_g.faults) || api_g.faults.n_stall || api_g.faults.hang_rank >= 0 || api_g.faults.kill_rank >= 0) {
 		char spec[256];
 		gice_faults_format(&api_g.faults, spec, sizeof(spec));
-		gice_warn("fault", "rank %u: injecting faults: %s", api_g.rank, spec);
+		gice_warn("fault", "rank %u: injecting faults (times from the end of each device's open): %s", api_g.rank,
+			  spec);
 	}
 	pthread_mutex_unlock(&api_g.lock);
 	return GICE_OK;
@@ -284,6 +285,23 @@ static void print_stats(void)
 	_Static_assert(sizeof(gice_stats_t) / sizeof(uint64_t) * (20 + 1 + 20 + 1) + 40 < sizeof(line),
 		       "every name value pair fits");
 	fprintf(stderr, "%s\n", line);
+	/* then a line per open device and peer that it exchanged packets with (GICE_PEER_STATS_LIST):
+	 * "gice stats: rank R: device D peer P (rank Q): name value ..." */
+	for (uint64_t i = 0; i < api_g.max_devices; i++) {
+		gice_device_t *d = api_g.devs[i];
+		gice_peer_stats_t ps;
+		for (uint32_t g = 0; d && d->live && g < api_g.max_gids; g++) {
+			if (gice_device_peer_stats(d, g, &ps) || !(ps.tx_pkts || ps.rx_pkts || ps.fault_drops))
+				continue;
+			n = snprintf(line, sizeof(line), "gice stats: rank %u: device %u peer %u (rank %u):", api_g.rank,
+				     d->gid, g, g % (api_g.size ? api_g.size : 1));
+#define API_PEER_STAT_PRINT(name) \
+	n += snprintf(line + n, sizeof(line) - (size_t)n, " " #name " %llu", (unsigned long long)ps.name);
+			GICE_PEER_STATS_LIST(API_PEER_STAT_PRINT)
+#undef API_PEER_STAT_PRINT
+			fprintf(stderr, "%s\n", line);
+		}
+	}
 }
 
 int gice_finalize(void)
@@ -347,6 +365,29 @@ int gice_device_stats(gice_device_t *d, gice_stats_t *st)
 #define API_STAT_FILL(name, from, field, help) st->name = API_STAT_FROM_##from(name, field);
 	GICE_STATS_LIST(API_STAT_FILL)
 #undef API_STAT_FILL
+	return GICE_OK;
+}
+
+int gice_device_peer_stats(gice_device_t *d, uint32_t peer, gice_peer_stats_t *st)
+{
+	ct_stats_t c;
+	fab_fault_stats_t f = {0};
+	gice_stats_t all;
+	int rc;
+
+	if (!d || !st)
+		return GICE_ERR_INVALID;
+	if ((rc = ct_engine_peer_stats(d->ct, peer, &c))) {
+		gice_error("api", "gice_device_peer_stats: device %u is not below GICE_CT_MAX_PEERS", peer);
+		return rc;
+	}
+	fab_fault_peer_stats(d->ep, peer, &f); /* zero when the injector keeps no per-peer counts */
+#define API_STAT_FILL(name, from, field, help) all.name = API_STAT_FROM_##from(name, field);
+	GICE_STATS_LIST(API_STAT_FILL)
+#undef API_STAT_FILL
+#define API_PEER_STAT_COPY(name) st->name = all.name;
+	GICE_PEER_STATS_LIST(API_PEER_STAT_COPY)
+#undef API_PEER_STAT_COPY
 	return GICE_OK;
 }
 

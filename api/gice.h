@@ -251,6 +251,19 @@ typedef struct {
 /* Copy dev's counters, summed since it was opened, into *st. GICE_OK. */
 int gice_device_stats(gice_device_t *dev, gice_stats_t *st);
 
+/* A device's counters for one peer device: the entries of GICE_PEER_STATS_LIST (gice_stats.h),
+ * named and meant as in gice_stats_t, counted for packets to (tx, faults) or from (rx,
+ * rx_csum_bad) that peer: which link is lossy, who sends corrupt packets. */
+typedef struct {
+#define GICE_PEER_STATS_FIELD(name) uint64_t name;
+	GICE_PEER_STATS_LIST(GICE_PEER_STATS_FIELD)
+#undef GICE_PEER_STATS_FIELD
+} gice_peer_stats_t;
+/* Copy dev's counters for peer device peer (a device id, gice_device_id_of) into *st.
+ * GICE_OK; GICE_ERR_INVALID: dev or st NULL; GICE_ERR_OUT_OF_BOUNDS: peer is not below
+ * GICE_CT_MAX_PEERS. */
+int gice_device_peer_stats(gice_device_t *dev, uint32_t peer, gice_peer_stats_t *st);
+
 /* Per-operation stage timestamps (CLOCK_MONOTONIC ns) of the most recent network operations. */
 typedef struct {
 	uint32_t op, peer;

@@ -135,7 +135,7 @@ static int read_params(ct_engine_t *e)
 	const gice_faults_t *f = e->attr.faults;
 	int lossy = !e->attr.ep->reliable || gice_faults_any_net(f);
 	atomic_store(&e->reliable, rel < 0 ? lossy : rel);
-	atomic_store(&e->csum, csum < 0 ? !e->attr.ep->reliable || (f && f->corrupt > 0) : csum);
+	atomic_store(&e->csum, csum < 0 ? !e->attr.ep->reliable || gice_faults_corrupts(f) : csum);
 	w = gice_param_str(&ct_params[9]);
 	if (sscanf(w, "%u,%u,%u,%u", &e->weights[0], &e->weights[1], &e->weights[2], &e->weights[3]) != 4) {
 		gice_error("ct", "GICE_QOS_WEIGHTS=\"%s\" is not four comma-separated numbers", w);

@@ -331,8 +331,8 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	ct_nack_done(e, m);
 	p->next_psn++;
 	m->sent += plen;
-	ct_stat_add(e, CT_STAT_tx_pkts, 1);
-	ct_stat_add(e, CT_STAT_tx_bytes, plen);
+	ct_stat_add_peer(e, p, CT_STAT_tx_pkts, 1);
+	ct_stat_add_peer(e, p, CT_STAT_tx_bytes, plen);
 	if (!last)
 		return SEND_OK;
 	m->last_psn = h.psn;
