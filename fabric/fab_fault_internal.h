@@ -148,7 +148,7 @@ int ff_rule_on(const ff_rule_t *r, uint64_t now);
 /* The peer state of device dst (the unknown one for UINT32_MAX or beyond max_gids). */
 ff_peer_t *ff_peer(ff_ep_t *w, uint32_t dst);
 /* Rate cap: 1 when a message to p may go at now under rate (bytes/s), 0 when it must wait.
- * A token bucket of 10 ms of the rate (at least two packets) that may go negative by one
+ * A token bucket of 1 ms of the rate (at least two packets) that may go negative by one
  * message: the long-run rate is exact whatever the message sizes. */
 int ff_pace_ready(ff_ep_t *w, ff_peer_t *p, uint64_t rate, uint64_t now);
 /* len bytes went to p under its cap. */

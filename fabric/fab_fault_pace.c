@@ -1,6 +1,6 @@
 /* fab_fault_pace.c: rate caps of the fault injector (rate=, see fab_fault.h): a token bucket per
- * destination device, refilled at the cap, holding 10 ms of it (at least two packets: a sender
- * descheduled for a few ms on a loaded machine does not lose its share). A
+ * destination device, refilled at the cap, holding 1 ms of it (at least two packets: a burst after an
+ * idle gap stays short, and a sender descheduled for less than that loses nothing). A
  * message may go while the bucket is not empty, and takes its bytes even if that makes it
  * negative: a message larger than the bucket still goes, and the long-run rate is the cap
  * exactly. When the bucket is empty the send is refused with GICE_ERR_AGAIN, as a full NIC
@@ -9,7 +9,7 @@
 
 int ff_pace_ready(ff_ep_t *w, ff_peer_t *p, uint64_t rate, uint64_t now)
 {
-	double burst = GICE_MAX((double)rate / 100.0, 2.0 * (double)w->base.max_packet);
+	double burst = GICE_MAX((double)rate / 1000.0, 2.0 * (double)w->base.max_packet);
 
 	if (!p->t_fill || now < p->t_fill) {
 		p->tokens = burst; /* first use: a full bucket */

@@ -22,9 +22,7 @@ bad=0
 printf '%-10s %-12s %s\n' cap_MBps measured_MBps ratio
 for cap in $caps; do
 	out=$(GICE_FAULTS="rate=${cap}MBps,link=0->1" timeout "$tmo" "$run" -n 2 "$bench" rate --csv \
-		--sizes 65536 --iters "$iters" --provider "$prov" 2>/dev/null | grep -v '^#' | grep ',65536,' | head -1)
-	# the MBps column: the first header field named MBps
-	mbps=$(GICE_FAULTS= "$bench" rate --help 2>/dev/null | true)
+		--sizes 65536 --window 256 --iters "$iters" --provider "$prov" 2>/dev/null | grep -v '^#' | grep ',65536,' | head -1)
 	val=$(echo "$out" | awk -F, '{print $(NF-1)}')
 	if [ -z "$out" ] || [ -z "$val" ]; then
 		echo "cap $cap MB/s: no result (run failed or timed out)"
