@@ -106,7 +106,7 @@ static uint32_t machine_ranks(void)
 	return n ? n : 1;
 }
 
-/* GICE_ON_TIMEOUT, GICE_MODE, GICE_STATS, GICE_FAULTS. */
+/* GICE_ON_TIMEOUT, GICE_MODE, GICE_STATS, GICE_FAULTS, GICE_FAULT_SCRIPT. */
 static int read_fault_params(void)
 {
 	const char *ot = gice_param_str(gice_param_find(api_params, "GICE_ON_TIMEOUT"));
@@ -138,7 +138,8 @@ static int read_fault_params(void)
 	if ((rc = gice_param_u64(gice_param_find(api_params, "GICE_STATS"), &stats)))
 		return rc;
 	api_g.stats = (int)stats;
-	return gice_faults_parse(gice_param_str(gice_param_find(fab_params, "GICE_FAULTS")), &api_g.faults);
+	return gice_faults_load(gice_param_str(gice_param_find(fab_params, "GICE_FAULTS")),
+				gice_param_str(gice_param_find(fab_params, "GICE_FAULT_SCRIPT")), &api_g.faults);
 }
 
 int gice_init(void)

@@ -27,6 +27,10 @@ const gice_param_t fab_params[] = {
 	 "stall_ct=C@T+D (repeatable), hang_rank=R@T, kill_rank=R@T. T, D: 2s, 500ms, 200us, 100ns or "
 	 "bare ms from the end of the device's open; D may be inf",
 	 GICE_PARAM_STR, 0, 0},
+	{"GICE_FAULT_SCRIPT", "",
+	 "a fault scenario file (docs/faults.md): one GICE_FAULTS group a line, each line may start "
+	 "with a window @T+D; read at gice_init after GICE_FAULTS; empty: none",
+	 GICE_PARAM_STR, 0, 0},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 

@@ -276,6 +276,7 @@ enum {
 	K_FROM,
 	K_AFTER_OPS,
 	K_CTL,
+	K_AT,
 	K_GLOBAL_,
 	K_SEED = K_GLOBAL_,
 	K_STALL_CT,
@@ -287,10 +288,10 @@ static const char *const fault_keys[K_N] = {
 #define GICE_FK_NAME_(k, s) s,
 	GICE_FAULT_KIND_LIST(GICE_FK_NAME_)
 #undef GICE_FK_NAME_
-	"link", "peer", "rank", "from", "after_ops", "ctl", "seed", "stall_ct", "hang_rank", "kill_rank"};
+	"link", "peer", "rank", "from", "after_ops", "ctl", "at", "seed", "stall_ct", "hang_rank", "kill_rank"};
 #define KEYS_TEXT                                                                                             \
 	"drop dup reorder corrupt delay_us latency rate partition nth_put corrupt_msg link peer rank from "  \
-	"after_ops ctl seed stall_ct hang_rank kill_rank"
+	"after_ops ctl at seed stall_ct hang_rank kill_rank"
 
 /* Keys whose value is a rank list, which continues over commas. */
 static int key_has_list(span_t key)
@@ -301,6 +302,7 @@ static int key_has_list(span_t key)
 /* The scope a group gives its faults. */
 typedef struct {
 	uint64_t from, to, after_ops;
+	uint64_t at_ns, dur_ns; /* at=: the window of its faults that name none */
 	uint8_t ctl;
 	uint64_t seen;      /* keys given in the group (bit k) */
 	uint32_t rule0, stall0; /* its first rule and stall */
@@ -412,6 +414,22 @@ static int parse_item(span_t tok, gice_faults_t *f, group_t *g, unsigned *global
 	case K_RANK:
 	case K_FROM: return parse_ranks(val, &g->from, why, wlen);
 	case K_AFTER_OPS: return parse_uint(val, UINT64_MAX, &g->after_ops, why, wlen);
+	case K_AT: {
+		gice_fault_rule_t w;
+		span_t at = val;
+		char buf[80];
+		int n = snprintf(buf, sizeof(buf), "x@%.*s", (int)val.n, val.s);
+		if (n < 0 || (size_t)n >= sizeof(buf)) {
+			snprintf(why, wlen, "window \"%.*s\" too long", (int)val.n, val.s);
+			return -1;
+		}
+		at = (span_t){buf, (size_t)n};
+		if (parse_window(&at, &w, why, wlen))
+			return -1;
+		g->at_ns = w.at_ns;
+		g->dur_ns = w.dur_ns;
+		return 0;
+	}
 	case K_CTL:
 		if (parse_uint(val, 1, &v, why, wlen))
 			return -1;
@@ -439,6 +457,17 @@ static int group_close(gice_faults_t *f, group_t *g, char *why, size_t wlen)
 {
 	int partition = 0;
 
+	if (g->seen & (1ull << K_AT)) {
+		if (g->rule0 == f->n_rules) {
+			snprintf(why, wlen, "at= without a network fault in its group");
+			return -1;
+		}
+		for (uint32_t i = g->rule0; i < f->n_rules; i++)
+			if (!f->rule[i].at_ns && f->rule[i].dur_ns == UINT64_MAX) {
+				f->rule[i].at_ns = g->at_ns;
+				f->rule[i].dur_ns = g->dur_ns;
+			}
+	}
 	if (!(g->seen & SCOPE_KEYS))
 		return 0;
 	for (uint32_t i = g->rule0; i < f->n_rules; i++)

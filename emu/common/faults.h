@@ -13,6 +13,7 @@
  *           | corrupt_msg=N                the N-th operation's first packet corrupted, once
  *           each optionally followed by @T or @T+D: a window (D may be inf)
  *   scope   = link=A->B | peer=P[,Q..] | rank=R[,S..] (or from=) | after_ops=N | ctl=1
+ *           | at=T[+D]                     the window of the group's faults that name none
  *   global  = seed=N | stall_ct=C@T+D | hang_rank=R@T | kill_rank=R@T
  * A rank list continues over commas: "partition=0,1|2,3" and "peer=1,3" are one item each.
  * Times T, D: an integer with ns, us, ms or s, or a bare integer of ms, counted from the end of
@@ -92,6 +93,13 @@ typedef struct {
  * GICE_FAULTS_MAX_RULES rules or GICE_FAULTS_MAX_STALLS stalls), logged with the whole spec,
  * the bad item and why; GICE_ERR_INVALID when out is NULL. *out is set only on success. */
 int gice_faults_parse(const char *spec, gice_faults_t *out);
+
+/* spec, then the groups of the scenario file script (NULL or "": none), parsed into *out. The
+ * file is a timeline: one group a line, '#' starts a comment, and a line may start with a
+ * window "@T" or "@T+D" followed by blanks, which is the window of its faults that name none
+ * (as the group item at=T+D). GICE_OK; GICE_ERR_CONFIG: the file cannot be read, is above
+ * 64 KiB, or the whole does not parse (logged); GICE_ERR_NO_MEMORY. */
+int gice_faults_load(const char *spec, const char *script, gice_faults_t *out);
 
 /* 1 when f has a network fault rule; 0 otherwise or when f is NULL. */
 int gice_faults_any_net(const gice_faults_t *f);
