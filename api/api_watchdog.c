@@ -325,8 +325,8 @@ int gice_faults_set(gice_device_t *d, const char *spec)
 		rc = fab_fault_add(d->ep, &f);
 	if (rc)
 		return rc;
-	if (gice_faults_any_net(&f))
-		ct_engine_set_reliable(d->ct, 1, gice_faults_corrupts(&f) ? 1 : -1);
+	if (gice_faults_any_net(&f)) /* never requires checksums from the peers, which did not change */
+		ct_engine_fault_on(d->ct, gice_faults_corrupts(&f));
 	/* times count from now */
 	faults_schedule(d, &f, now);
 	if (f.hang_rank == (int32_t)api_g.rank) {

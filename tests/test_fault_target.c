@@ -874,6 +874,77 @@ START_TEST(test_job_partition_heals)
 }
 END_TEST
 
+/* Network faults turned on at run time on rank 0 only (drop and corrupt, no GICE_FAULTS, so the
+ * peers keep reliability and checksums off): every put both ways lands intact; rank 0's
+ * corrupted packets carry a CRC the peers check. */
+static int runtime_rank(int rank, int size)
+{
+	enum { N = 150, B = 256 };
+	gice_device_t *d;
+	uint8_t *p;
+	struct shared me, all[3];
+	gice_counter_t done;
+	uint64_t k = 0;
+
+	FAILIF(gice_init(), "init");
+	FAILIF(gice_device_open(NULL, &d), "open");
+	FAILIF(gice_mem_alloc(d, MIB, (void **)&p) || gice_mem_register(d, p, MIB, &me.key), "mem");
+	FAILIF(gice_counter_alloc(d, &me.sig) || gice_counter_alloc(d, &done), "counters");
+	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
+	if (rank == 0) {
+		int rc = gice_faults_set(d, "drop=0.1,corrupt=0.05,seed=4");
+		FAILIF(rc, "faults_set: %s", gice_status_name(rc));
+	}
+	/* rank r's bytes for rank q go to slot r of q's memory */
+	for (int i = 0; i < B; i++)
+		p[MIB / 2 + (size_t)i] = (uint8_t)(rank * 40 + i);
+	for (int q = 0; q < size; q++) {
+		gice_conn_t c;
+		if (q == rank)
+			continue;
+		FAILIF(gice_conn_open(d, gice_device_id_of((uint32_t)q, 0), NULL, &c), "conn");
+		for (int i = 0; i < N; i++) {
+			gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p + MIB / 2, .bytes = B,
+					.rkey = all[q].key, .roff = (uint64_t)rank * B, .signal = GICE_NO_COUNTER,
+					.completion = done};
+			FAILIF(gice_post(d, &op), "post");
+			int rc = gice_counter_wait(d, done, GICE_CMP_GE, ++k, 20000, NULL);
+			FAILIF(rc, "put %d to rank %d: %s", i, q, gice_status_name(rc));
+		}
+	}
+	FAILIF(gice_allgather(&me, sizeof(me), all), "barrier");
+	for (int r = 0; r < size; r++)
+		for (int i = 0; r != rank && i < B; i++)
+			FAILIF(p[(size_t)r * B + (size_t)i] != (uint8_t)(r * 40 + i), "byte %d from rank %d", i, r);
+	gice_stats_t st;
+	gice_peer_stats_t ps;
+	FAILIF(gice_device_stats(d, &st), "stats");
+	if (rank == 0)
+		fprintf(stderr, "run-time faults on rank 0: %llu dropped, %llu corrupted, %llu retransmits\n",
+			(unsigned long long)st.fault_drops, (unsigned long long)st.fault_corrupts,
+			(unsigned long long)st.retransmits);
+	else {
+		FAILIF(gice_device_peer_stats(d, gice_device_id_of(0, 0), &ps), "peer stats");
+		fprintf(stderr, "rank %d: %llu packets from rank 0 failed their CRC\n", rank,
+			(unsigned long long)ps.rx_csum_bad);
+	}
+	FAILIF(rank == 0 && (st.fault_drops == 0 || st.fault_corrupts == 0), "no fault injected");
+	gice_device_close(d);
+	gice_finalize();
+	return 0;
+}
+
+START_TEST(test_job_runtime_faults_one_rank)
+{
+	static const char *const env[] = {"GICE_PLANE=net", "GICE_TIMEOUT_MS=5000", NULL};
+	int st[3];
+
+	run_job(3, 3, runtime_rank, "shm", env, st, NULL);
+	for (int r = 0; r < 3; r++)
+		ck_assert_int_eq(st[r], 0);
+}
+END_TEST
+
 /* Rank 0 kills rank 2 at run time; a rank not in the job is refused with GICE_ERR_INVALID. */
 static int kill_from_rank0(int rank, int size)
 {
@@ -943,6 +1014,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_job_same_seed_same_counts);
 	tcase_add_test(tc, test_job_partition_heals);
 	tcase_add_test(tc, test_job_rank0_kills_rank2);
+	tcase_add_test(tc, test_job_runtime_faults_one_rank);
 	suite_add_tcase(s, tc);
 	return s;
 }

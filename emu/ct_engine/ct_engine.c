@@ -466,6 +466,13 @@ uint32_t ct_trace_read(const ct_engine_t *ce, ct_trace_t *out, uint32_t max)
 	return n;
 }
 
+void ct_engine_fault_on(ct_engine_t *e, int corrupts)
+{
+	atomic_store(&e->reliable, 1);
+	if (corrupts)
+		atomic_store(&e->csum_tx, 1);
+}
+
 void ct_engine_set_reliable(ct_engine_t *e, int reliable, int csum)
 {
 	if (reliable >= 0)

@@ -156,6 +156,11 @@ void ct_engine_fault_hang(ct_engine_t *e, uint64_t at_ns);
 /* Reliability and checksums on (1) or off (0), or unchanged (-1); GICE_RELIABLE and
  * GICE_CHECKSUM set them at creation. */
 void ct_engine_set_reliable(ct_engine_t *e, int reliable, int csum);
+/* Network faults were turned on at run time on this device: it retransmits what is lost
+ * (reliability on) and, when they corrupt, puts a CRC32C on what it sends, which every peer
+ * checks since the packet says so. It does not start requiring checksums from its peers (they
+ * did not change): a fault turned on at one rank never cuts it off from the others. */
+void ct_engine_fault_on(ct_engine_t *e, int corrupts);
 
 /* Per-operation stage timestamps (CLOCK_MONOTONIC ns), kept in a ring of recent operations. */
 typedef struct {

@@ -185,6 +185,7 @@ struct ct_engine {
 	uint64_t rto_min_ns, rto_max_ns, timeout_ns, hb_ns;
 	_Atomic int reliable; /* retransmit on timeout / selective ack */
 	_Atomic int csum;     /* send and require CRC32C */
+	_Atomic int csum_tx;  /* send CRC32C (peers check a packet that carries one): run-time faults */
 	int rma;           /* device memory registered for remote reads */
 	fab_mr_info_t mr;
 	uint8_t *base; /* HBM base in this process */

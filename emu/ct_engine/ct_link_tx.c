@@ -63,7 +63,7 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 {
 	int rc;
 
-	if (atomic_load_explicit(&e->csum, memory_order_relaxed)) {
+	if (atomic_load_explicit(&e->csum, memory_order_relaxed) || atomic_load_explicit(&e->csum_tx, memory_order_relaxed)) {
 		hdr[CT_HDR_FLAGS_OFF] |= CT_HF_CSUM;
 		memset(hdr + CT_HDR_CSUM_OFF, 0, 4);
 		uint32_t c = htole32(ct_proto_csum(hdr, payload, plen));
