@@ -945,6 +945,50 @@ START_TEST(test_job_runtime_faults_one_rank)
 }
 END_TEST
 
+/* Header corruption with checksums off (GICE_CHECKSUM=0; ACKs corrupted too): the job may go
+ * wrong, but never silently: each put succeeds or fails with a named status within the no-
+ * progress timeout, and every rank ends (none is killed by the harness's alarm). */
+static int hdr_corrupt_rank(int rank, int size)
+{
+	gice_device_t *d;
+	void *p;
+	struct shared me, all[2];
+	gice_counter_t done;
+	int rc = GICE_OK, i = 0;
+
+	(void)size;
+	FAILIF(gice_init(), "init");
+	FAILIF(gice_device_open(NULL, &d), "open");
+	FAILIF(gice_mem_alloc(d, MIB, &p) || gice_mem_register(d, p, MIB, &me.key), "mem");
+	FAILIF(gice_counter_alloc(d, &me.sig) || gice_counter_alloc(d, &done), "counters");
+	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
+	gice_conn_t c;
+	FAILIF(gice_conn_open(d, gice_device_id_of((uint32_t)(1 - rank), 0), NULL, &c), "conn");
+	for (i = 0; i < 300 && rc == GICE_OK; i++) {
+		gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p, .bytes = 64, .rkey = all[1 - rank].key,
+				.signal = GICE_NO_COUNTER, .completion = done};
+		if ((rc = gice_post(d, &op)) == GICE_OK)
+			rc = gice_counter_wait(d, done, GICE_CMP_GE, (uint64_t)i + 1, 0, NULL);
+	}
+	fprintf(stderr, "rank %d: header corruption, checksums off: %d puts, last %s\n", rank, i, gice_status_name(rc));
+	FAILIF(rc > 0, "a put ended with %d", rc);
+	gice_device_close(d);
+	gice_finalize();
+	return rc == GICE_OK ? 0 : 10; /* 10: a named error */
+}
+
+START_TEST(test_job_header_corruption_named)
+{
+	static const char *const env[] = {"GICE_FAULTS=corrupt=0.05,ctl=1,seed=2", "GICE_CHECKSUM=0", "GICE_PLANE=net",
+					  "GICE_TIMEOUT_MS=1000", NULL};
+	int st[2];
+
+	run_job(2, 2, hdr_corrupt_rank, "shm", env, st, NULL);
+	for (int r = 0; r < 2; r++)
+		ck_assert_msg(st[r] == 0 || st[r] == 10, "rank %d ended with %d", r, st[r]);
+}
+END_TEST
+
 /* Rank 0 kills rank 2 at run time; a rank not in the job is refused with GICE_ERR_INVALID. */
 static int kill_from_rank0(int rank, int size)
 {
@@ -1015,6 +1059,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_job_partition_heals);
 	tcase_add_test(tc, test_job_rank0_kills_rank2);
 	tcase_add_test(tc, test_job_runtime_faults_one_rank);
+	tcase_add_test(tc, test_job_header_corruption_named);
 	suite_add_tcase(s, tc);
 	return s;
 }
