@@ -6,6 +6,7 @@
 #   make loop T="test_reliability test_multiproc" N=20 LOAD=1
 #                   run each named test N times (default 10), with LOAD busy loops in the
 #                   background (default 0), to measure flakes: scripts/loop-tests.sh
+#   make fuzz       FUZZ_SECONDS=60: libFuzzer over the packet parser (tests/fuzz)
 #   make install    PREFIX=/usr/local
 
 BUILD   ?= build
@@ -54,7 +55,7 @@ LIBSO    := $(BUILD)/lib/libgice.so
 TOOL_BINS := $(TOOLS:%=$(BUILD)/bin/%)
 TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all deps test run asan tsan install clean bench loop
+.PHONY: all deps test run asan tsan fuzz install clean bench loop
 .SECONDARY:
 all: $(LIBA) $(LIBSO) $(TOOL_BINS) $(TEST_BINS)
 
@@ -113,6 +114,20 @@ tsan:
 	$(Q)CK_TIMEOUT_MULTIPLIER=3 GICE_TEST_TIMEOUT=900 \
 		$(MAKE) --no-print-directory BUILD=build-tsan SAN=thread test
 
+# libFuzzer over the receive path's pure part (tests/fuzz/fuzz_packet.c) with ASan+UBSan, from
+# the seed corpus (copied: what the run finds stays in build-fuzz/corpus). clang and its runtime
+# come from Debian (install-deps.sh) when missing.
+FUZZ_SECONDS ?= 60
+FUZZ_SRCS := tests/fuzz/fuzz_packet.c emu/ct_engine/ct_proto.c emu/common/crc32c.c emu/common/siphash.c
+fuzz:
+	$(Q)command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a \
+		>/dev/null 2>&1 || bash scripts/install-deps.sh clang libclang-rt-14-dev
+	$(Q)mkdir -p build-fuzz/corpus
+	$(Q)clang -O1 -g -std=c11 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=undefined -o build-fuzz/fuzz_packet $(FUZZ_SRCS)
+	$(Q)cp tests/fuzz/corpus/* build-fuzz/corpus/
+	$(Q)build-fuzz/fuzz_packet -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/gice $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(LIBA) $(LIBSO) $(DESTDIR)$(PREFIX)/lib/
@@ -121,6 +136,6 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@PMIX@|$(PC_PMIX)|' api/gice.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gice.pc
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(LIB_OBJS:.o=.d) $(TOOLS:%=$(BUILD)/obj/tools/%.d) $(TESTS:%=$(BUILD)/obj/tests/%.d)

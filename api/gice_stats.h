@@ -45,6 +45,8 @@
 	X(fallback_ops,     ENGINE, _,          "requests the host proxy issued for a stalled CT (GICE_ON_TIMEOUT)") \
 	X(rx_bad_signal,    ENGINE, _,          "puts refused for their signal counter (not allocated, out of range)") \
 	X(rndv_ops,         ENGINE, _,          "puts and gets issued here whose data moved by rendezvous (remote read or plane copy)") \
+	X(rx_auth_bad,      ENGINE, _,          "packets dropped: MAC not the job's, or sent from another endpoint than the device they claim") \
+	X(resp_refused,     ENGINE, _,          "requests refused (AGAIN) or NACKs not sent: their peer holds its share of the response pool") \
 	X(fault_paced,      FAULT,  paced,      "injected faults: sends a rate cap (rate=) refused for now")
 /* clang-format on */
 

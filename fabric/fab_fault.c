@@ -490,6 +490,7 @@ int fab_fault_wrap(fab_ep_t *inner, const gice_faults_t *f, uint64_t stream, con
 	snprintf(w->base.provider, sizeof(w->base.provider), "%s", inner->provider);
 	w->base.rma = inner->rma;
 	w->base.reliable = inner->reliable;
+	w->base.source = inner->source;
 	w->base.closed_peer_unsafe = inner->closed_peer_unsafe;
 	w->base.max_packet = inner->max_packet;
 	w->base.ordered = inner->ordered && !gice_faults_reorders(f);

@@ -46,7 +46,7 @@
 
 #define OFI_STRIDE_ALIGN GICE_CACHELINE
 #define OFI_CQ_BATCH 16
-#define OFI_NO_PEER UINT64_MAX
+#define OFI_NO_PEER FAB_ADDR_UNKNOWN
 
 extern const fab_ops_t fab_ofi_ops;
 
@@ -55,7 +55,8 @@ enum { OFI_RX_POSTED, OFI_RX_DONE, OFI_RX_ERR, OFI_RX_USER };
 typedef struct {
 	struct fi_context2 ctx; /* first: the completion's op_context points here */
 	void *data;
-	fab_addr_t dest; /* tx: destination of the send in flight */
+	fab_addr_t dest; /* tx: destination of the send in flight; rx: sender (FI_SOURCE), or
+			  * OFI_NO_PEER when the provider cannot name it */
 	size_t len;      /* rx: bytes received */
 	uint32_t idx;
 	uint8_t state;   /* rx: OFI_RX_* */
@@ -246,9 +247,12 @@ static void ofi_cq_error(ofi_ep_t *e)
 static void ofi_progress(ofi_ep_t *e)
 {
 	struct fi_cq_msg_entry ent[OFI_CQ_BATCH];
+	fi_addr_t src[OFI_CQ_BATCH];
 
 	for (int round = 0; round < 4; round++) {
-		ssize_t got = fi_cq_read(e->cq, ent, OFI_CQ_BATCH);
+		/* with FI_SOURCE, who sent each message (FI_ADDR_NOTAVAIL: not in our address vector) */
+		ssize_t got = e->base.source ? fi_cq_readfrom(e->cq, ent, OFI_CQ_BATCH, src)
+					     : fi_cq_read(e->cq, ent, OFI_CQ_BATCH);
 
 		if (got == -FI_EAGAIN)
 			return;
@@ -275,6 +279,7 @@ static void ofi_progress(ofi_ep_t *e)
 				e->tx_free[e->ntx_free++] = b->idx;
 			} else {
 				b->len = ent[i].len;
+				b->dest = e->base.source && src[i] != FI_ADDR_NOTAVAIL ? (fab_addr_t)src[i] : OFI_NO_PEER;
 				b->state = OFI_RX_DONE;
 			}
 		}
@@ -374,7 +379,7 @@ static int ofi_poll(fab_ep_t *ep, fab_event_t *ev, int max)
 		if (b->state == OFI_RX_DONE) {
 			b->state = OFI_RX_USER;
 			ev[n++] = (fab_event_t){.type = FAB_EV_RX, .buf = b->data, .len = b->len,
-						.peer = OFI_NO_PEER};
+						.peer = b->dest};
 		} else {
 			ev[n++] = (fab_event_t){.type = FAB_EV_ERR, .status = b->status, .peer = OFI_NO_PEER};
 			ofi_repost(e, b);
@@ -454,14 +459,14 @@ static int ofi_trywait(fab_ep_t *ep)
 
 /* ---- open / close ---- */
 
-static int ofi_getinfo(const char *provider, int dgram, int want_sas, int want_rma, struct fi_info **out)
+static int ofi_getinfo_caps(const char *provider, uint64_t caps, int dgram, int want_sas, struct fi_info **out)
 {
 	struct fi_info *hints = fi_allocinfo();
 	int rc;
 
 	if (!hints)
 		return GICE_ERR_NO_MEMORY;
-	hints->caps = FI_MSG | (want_rma ? FI_RMA | FI_READ | FI_REMOTE_READ : 0);
+	hints->caps = caps;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->ep_attr->type = dgram ? FI_EP_DGRAM : FI_EP_RDM;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -481,6 +486,16 @@ static int ofi_getinfo(const char *provider, int dgram, int want_sas, int want_r
 	if (rc && rc != -FI_ENODATA)
 		gice_error("fab", "fi_getinfo for provider %s failed: %s", provider, fi_strerror(-rc));
 	return rc ? ofi_status(rc) : GICE_OK;
+}
+
+/* fi_getinfo for provider with FI_SOURCE (received messages name their sender: the engine binds
+ * the device a packet claims to the endpoint it came from), else without. */
+static int ofi_getinfo(const char *provider, int dgram, int want_sas, int want_rma, struct fi_info **out)
+{
+	uint64_t caps = FI_MSG | (want_rma ? FI_RMA | FI_READ | FI_REMOTE_READ : 0);
+	int rc = ofi_getinfo_caps(provider, caps | FI_SOURCE, dgram, want_sas, out);
+
+	return rc == GICE_ERR_NOT_FOUND ? ofi_getinfo_caps(provider, caps, dgram, want_sas, out) : rc;
 }
 
 /* fi_close and log; used on teardown paths */
@@ -666,6 +681,10 @@ static int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	e->base.ordered = sas && (info->tx_attr->msg_order & FI_ORDER_SAS) &&
 			  (info->rx_attr->msg_order & FI_ORDER_SAS);
 	e->base.reliable = !dgram;
+	/* libfabric 1.17's shm names a sender it was never given (not in our address vector) as
+	 * address 0, a real peer, instead of FI_ADDR_NOTAVAIL: its FI_SOURCE proves nothing. A shm
+	 * sender is a process of this host allowed to map our region (the same user, or root). */
+	e->base.source = (info->caps & FI_SOURCE) != 0 && strncmp(e->base.provider, "shm", 3) != 0;
 	e->base.closed_peer_unsafe = !strncmp(e->base.provider, "shm", 3);
 	if (dgram && e->max_packet > info->ep_attr->max_msg_size) {
 		gice_info("fab", "%s: max_packet %zu lowered to the provider's max_msg_size %zu (datagrams)",

@@ -27,6 +27,7 @@
 #define FAB_ADDR_MAX 128 /* bytes of a raw endpoint address */
 
 typedef uint64_t fab_addr_t; /* handle of a peer inserted into an endpoint's address vector */
+#define FAB_ADDR_UNKNOWN UINT64_MAX
 typedef struct fab_ep fab_ep_t;
 
 typedef struct {
@@ -50,7 +51,9 @@ typedef struct {
 	void *buf;       /* FAB_EV_RX: packet bytes, valid until fab_release(ep, buf) */
 	size_t len;
 	int status;      /* FAB_EV_ERR: GICE_ERR_* (provider error converted once, here) */
-	fab_addr_t peer; /* FAB_EV_ERR of a send: destination, when known; else UINT64_MAX */
+	fab_addr_t peer; /* FAB_EV_RX: the sender as inserted here, when the endpoint can tell
+			  * (fab_ep.source) and knows it; FAB_EV_ERR of a send: destination, when
+			  * known. Else FAB_ADDR_UNKNOWN */
 	void *ctx;       /* FAB_EV_READ: the read's ctx; status is its outcome */
 } fab_event_t;
 
@@ -99,6 +102,9 @@ struct fab_ep {
 			    * granted FI_ORDER_SAS); 0: they may come reordered */
 	int reliable;      /* 1: the provider delivers every packet exactly once (RDM); 0: it may
 			    * drop or duplicate them (datagrams) */
+	int source;        /* 1: a received packet names its sender (FI_SOURCE): fab_event_t.peer
+			    * is the handle insert gave for it, FAB_ADDR_UNKNOWN for an endpoint
+			    * never inserted here */
 	int closed_peer_unsafe; /* 1: sending to a peer whose endpoint has closed, or progress after
 				 * an in-process peer closed, may crash (libfabric 1.17 shm): do not
 				 * send to a peer that may be gone, keep closed peers' endpoints */

@@ -11,4 +11,5 @@ TEST_SCRIPTS += test_netns_loss
 TESTS += test_reliability
 TESTS += test_failure test_completions
 TESTS += test_launch test_progress test_get
+TESTS += test_hostile
 TEST_SCRIPTS += test_bench

@@ -1,9 +1,12 @@
 /* Description: the wire protocol codec — build/parse round trip, little-endian layout at the
  * documented offsets, and each validation rule rejecting a malformed packet with a reason. */
 #include <check.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/gice_status.h"
+#include "emu/common/siphash.h"
 #include "emu/ct_engine/ct_proto.h"
 
 static ct_hdr_t sample(void)
@@ -38,6 +41,56 @@ START_TEST(layout_is_little_endian_at_documented_offsets)
 	ck_assert_uint_eq(pkt[32], 0x88); /* rkey low byte first */
 	ck_assert_uint_eq(pkt[39], 0x11);
 	ck_assert_uint_eq(pkt[52], 32);   /* moff */
+	h.csum = 0x01020304;
+	h.ack = 0x05060708;
+	h.mac = 0x1112131415161718ull;
+	ct_proto_build(&h, pkt);
+	ck_assert_uint_eq(pkt[CT_HDR_CSUM_OFF], 0x04);
+	ck_assert_uint_eq(pkt[80], 0x04); /* csum at 80, ack at 84, mac at 88 (docs/protocol.md) */
+	ck_assert_uint_eq(pkt[84], 0x08);
+	ck_assert_uint_eq(pkt[CT_HDR_MAC_OFF], 0x18);
+	ck_assert_uint_eq(pkt[95], 0x11);
+}
+END_TEST
+
+/* SipHash-2-4's reference vectors: key 00..0f, input 00..(n-1) */
+START_TEST(siphash_matches_the_reference_vectors)
+{
+	gice_sipkey_t k = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+	uint8_t in[15];
+
+	for (int i = 0; i < 15; i++)
+		in[i] = (uint8_t)i;
+	ck_assert_uint_eq(gice_siphash(&k, NULL, 0), 0x726fdb47dd0e0e31ull);
+	ck_assert_uint_eq(gice_siphash(&k, in, 15), 0xa129ca6149be45e5ull);
+}
+END_TEST
+
+/* The MAC covers every header byte but csum and itself, under the key; the checksum may be added
+ * after signing and the MAC still holds. */
+START_TEST(mac_covers_the_header_under_the_key)
+{
+	const uint64_t key[2] = {0x1234, 0x5678}, other[2] = {0x1234, 0x5679};
+	uint8_t pkt[CT_HDR_BYTES + 16] = {0};
+	ct_hdr_t h = sample();
+
+	ct_proto_build(&h, pkt);
+	ck_assert(!ct_proto_mac_ok(pkt, key)); /* unsigned */
+	ct_proto_sign(pkt, key);
+	ck_assert(ct_proto_mac_ok(pkt, key));
+	ck_assert(!ct_proto_mac_ok(pkt, other)); /* another job's key */
+	pkt[CT_HDR_CSUM_OFF] ^= 0xff;            /* the checksum is outside it */
+	ck_assert(ct_proto_mac_ok(pkt, key));
+	pkt[CT_HDR_CSUM_OFF] ^= 0xff;
+	for (int off = 0; off < CT_HDR_MAC_OFF; off++) {
+		if (off >= CT_HDR_CSUM_OFF && off < CT_HDR_CSUM_OFF + 4)
+			continue;
+		pkt[off] ^= 1; /* any other header bit: src_gid, dst_gid, psn, rkey, flags ... */
+		ck_assert_msg(!ct_proto_mac_ok(pkt, key), "a flipped bit at offset %d kept the MAC", off);
+		pkt[off] ^= 1;
+	}
+	pkt[CT_HDR_MAC_OFF + 7] ^= 0x80;
+	ck_assert(!ct_proto_mac_ok(pkt, key));
 }
 END_TEST
 
@@ -64,7 +117,7 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 	h = sample();
 	h.version = CT_PROTO_VERSION + 1;
 	ck_assert_str_eq(reject(h, len), "unsupported version");
-	h.version = 1; /* version 2 added piggybacked acks, bundles and rendezvous gets */
+	h.version = 2; /* version 3 added the MAC and moved csum and ack */
 	ck_assert_str_eq(reject(h, len), "unsupported version");
 	h = sample();
 	h.op = 0;
@@ -73,13 +126,7 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 	ck_assert_str_eq(reject(h, len), "unknown op");
 	h = sample();
 	h.ack = 5; /* an ack without the flag */
-	ck_assert_str_eq(reject(h, len), "reserved field not zero");
-	h = sample();
-	h.reserved = 1;
-	ck_assert_str_eq(reject(h, len), "reserved field not zero");
-	h = sample();
-	h.job = 1;
-	ck_assert_str_eq(reject(h, len), "reserved field not zero");
+	ck_assert_str_eq(reject(h, len), "ack without its flag");
 	h = sample();
 	ck_assert_str_eq(reject(h, len + 1), "payload length does not match packet length");
 	h.moff = 90; /* 90 + 16 > 100 */
@@ -99,7 +146,7 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 }
 END_TEST
 
-/* A sequenced packet carries a cumulative ack in `ack` (offset 88) under CT_HF_ACK (bit 7). */
+/* A sequenced packet carries a cumulative ack in `ack` (offset 84) under CT_HF_ACK (bit 7). */
 START_TEST(piggybacked_ack_round_trips)
 {
 	uint8_t pkt[CT_HDR_BYTES + 16] = {0};
@@ -109,8 +156,8 @@ START_TEST(piggybacked_ack_round_trips)
 	h.ack = 0x01020304;
 	ct_proto_build(&h, pkt);
 	ck_assert_uint_eq(pkt[6] & 0x80, 0x80);
-	ck_assert_uint_eq(pkt[88], 0x04);
-	ck_assert_uint_eq(pkt[91], 0x01);
+	ck_assert_uint_eq(pkt[84], 0x04);
+	ck_assert_uint_eq(pkt[87], 0x01);
 	ck_assert_int_eq(ct_proto_parse(pkt, sizeof(pkt), &o, NULL), GICE_OK);
 	ck_assert_uint_eq(o.ack, 0x01020304);
 	ck_assert_int_eq(memcmp(&h, &o, sizeof(h)), 0);
@@ -176,6 +223,78 @@ START_TEST(packet_names_cover_every_op)
 }
 END_TEST
 
+/* docs/protocol.md's tables say what ct_proto.h does: every header field at its offset and size,
+ * every op with its number, every flag with its bit. */
+static const char *slurp_doc(void)
+{
+	static char buf[1 << 17];
+	FILE *f = fopen("docs/protocol.md", "r");
+	size_t n;
+
+	ck_assert_msg(f != NULL, "docs/protocol.md not found: run the test from the repository root");
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return buf;
+}
+
+/* the number of lines of doc that start with prefix (a table row such as "| 88 | 8 | `mac` |") */
+static int rows(const char *doc, const char *prefix)
+{
+	char want[160];
+	int n = 0;
+
+	snprintf(want, sizeof(want), "\n%s", prefix);
+	for (const char *p = doc; (p = strstr(p, want)); p++)
+		n++;
+	return n;
+}
+
+START_TEST(the_documented_tables_match_the_code)
+{
+	const char *doc = slurp_doc();
+	char row[160];
+	struct {
+		const char *name;
+		size_t off, size;
+	} f[] = {
+#define F(n) {#n, offsetof(ct_hdr_t, n), sizeof(((ct_hdr_t *)0)->n)}
+		F(magic), F(version), F(op),     F(flags), F(qos),    F(src_gid), F(dst_gid), F(conn_id),
+		F(msg_id), F(psn),    F(payload_len), F(rkey), F(roff), F(msg_len), F(moff),  F(sig_id),
+		F(status), F(value),  F(aux),    F(csum),  F(ack),    F(mac),
+#undef F
+	};
+	size_t total = 0;
+
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		snprintf(row, sizeof(row), "| %zu | %zu | `%s` |", f[i].off, f[i].size, f[i].name);
+		ck_assert_msg(rows(doc, row) == 1, "docs/protocol.md lacks the header row \"%s\"", row);
+		total += f[i].size;
+	}
+	ck_assert_uint_eq(total, CT_HDR_BYTES); /* every byte is a listed field */
+	ck_assert_uint_eq(CT_HDR_FLAGS_OFF, offsetof(ct_hdr_t, flags));
+	ck_assert_uint_eq(CT_HDR_CSUM_OFF, offsetof(ct_hdr_t, csum));
+	ck_assert_uint_eq(CT_HDR_MAC_OFF, offsetof(ct_hdr_t, mac));
+#define OP_ROW(n, v, name)                                                                      \
+	ck_assert_int_lt(snprintf(row, sizeof(row), "| %d | `%s` |", v, name), (int)sizeof(row)); \
+	ck_assert_msg(rows(doc, row) == 1, "docs/protocol.md lacks the op row \"%s\"", row);
+	CT_PKT_LIST(OP_ROW)
+#undef OP_ROW
+	struct {
+		const char *name;
+		unsigned v;
+	} fl[] = {{"FIRST", CT_HF_FIRST},   {"LAST", CT_HF_LAST},   {"SIGNAL", CT_HF_SIGNAL}, {"SIG_ADD", CT_HF_SIG_ADD},
+		  {"STRONG", CT_HF_STRONG}, {"CSWAP", CT_HF_CSWAP}, {"CSUM", CT_HF_CSUM},     {"ACK", CT_HF_ACK}};
+	for (unsigned i = 0; i < sizeof(fl) / sizeof(fl[0]); i++) {
+		ck_assert_uint_eq(fl[i].v, 1u << i);
+		snprintf(row, sizeof(row), "| %u | `0x%02x` | `%s` |", i, fl[i].v, fl[i].name);
+		ck_assert_msg(rows(doc, row) == 1, "docs/protocol.md lacks the flag row \"%s\"", row);
+	}
+	snprintf(row, sizeof(row), "# The gice wire protocol (version %d)", CT_PROTO_VERSION);
+	ck_assert_msg(strstr(doc, row) != NULL, "docs/protocol.md's title does not say version %d", CT_PROTO_VERSION);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proto");
@@ -185,6 +304,9 @@ int main(void)
 	tcase_add_test(tc, malformed_headers_are_rejected_with_a_reason);
 	tcase_add_test(tc, piggybacked_ack_round_trips);
 	tcase_add_test(tc, packet_names_cover_every_op);
+	tcase_add_test(tc, siphash_matches_the_reference_vectors);
+	tcase_add_test(tc, mac_covers_the_header_under_the_key);
+	tcase_add_test(tc, the_documented_tables_match_the_code);
 	tcase_add_test(tc, rendezvous_announcement_carries_a_length_but_no_payload);
 	tcase_add_test(tc, rendezvous_get_go_carries_a_length_but_no_payload_and_its_request_none);
 	suite_add_tcase(s, tc);

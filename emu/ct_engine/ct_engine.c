@@ -14,7 +14,7 @@ const gice_param_t ct_params[] = {
 	{"GICE_MTU", "16384",
 	 "largest packet on the link in bytes, the 96-byte header included (connections may use less); small packets "
 	 "to one peer travel bundled in messages of this size",
-	 GICE_PARAM_SIZE, 256, CT_MAX_PAYLOAD},
+	 GICE_PARAM_SIZE, CT_MTU_MIN, CT_MAX_PAYLOAD},
 	{"GICE_CT_SPIN_US", "200",
 	 "microseconds a CT polls after its last work before it sleeps on its doorbell (a kernel that waits and "
 	 "steps the CTs spins as long in their place); unset, CT threads do not spin when the job's CT threads on "
@@ -49,6 +49,11 @@ const gice_param_t ct_params[] = {
 	 "1: every packet carries a CRC32C of header and payload, checked on receipt (a bad one is dropped and "
 	 "retransmitted); 0: none; auto: 1 on unreliable providers or when GICE_FAULTS corrupts packets",
 	 GICE_PARAM_STR, 0, 0},
+	{"GICE_CT_AUTH", "1",
+	 "1: every packet carries a MAC under the job's key (from the bootstrap's secret) and its claimed sender "
+	 "must be the endpoint it came from; packets failing either are dropped and counted (rx_auth_bad); "
+	 "0: neither (to measure the cost; every rank of the job must agree)",
+	 GICE_PARAM_U64, 0, 1},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
@@ -136,6 +141,9 @@ static int read_params(ct_engine_t *e)
 	int lossy = !e->attr.ep->reliable || gice_faults_any_net(f);
 	atomic_store(&e->reliable, rel < 0 ? lossy : rel);
 	atomic_store(&e->csum, csum < 0 ? !e->attr.ep->reliable || gice_faults_corrupts(f) : csum);
+	if ((rc = gice_param_u64(&ct_params[14], &v[0])))
+		return rc;
+	e->auth = (int)v[0];
 	w = gice_param_str(&ct_params[9]);
 	if (sscanf(w, "%u,%u,%u,%u", &e->weights[0], &e->weights[1], &e->weights[2], &e->weights[3]) != 4) {
 		gice_error("ct", "GICE_QOS_WEIGHTS=\"%s\" is not four comma-separated numbers", w);
@@ -218,6 +226,7 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 		e->resp_head[q] = e->resp_tail[q] = CT_NIL;
 	}
 	e->resp_free = CT_NIL;
+	e->resp_share = CT_RESP_MSGS; /* shared out as peers are added */
 	for (uint32_t i = attr->n_cts * CT_MSGS_PER_CT; i < n_msgs; i++) {
 		e->msgs[i].owner = CT_NIL;
 		e->msgs[i].next = e->resp_free;
@@ -362,6 +371,8 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info)
 		p->pid = info->pid;
 		p->tm = info->tm;
 		p->present = 1;
+		e->n_present++;
+		e->resp_share = GICE_MAX(CT_RESP_MIN_SHARE, CT_RESP_MSGS / e->n_present);
 	}
 	ct_link_unlock(e);
 	return rc;
@@ -385,7 +396,7 @@ int ct_conn_open(ct_engine_t *e, const ct_conn_attr_t *attr, uint32_t *conn)
 	uint32_t mtu = attr->mtu ? attr->mtu : e->mtu_max;
 	int present;
 
-	if (attr->peer_gid >= e->max_peers || attr->qos >= CT_QOS_CLASSES || mtu > e->mtu_max || mtu < 256) {
+	if (attr->peer_gid >= e->max_peers || attr->qos >= CT_QOS_CLASSES || mtu > e->mtu_max || mtu < CT_MTU_MIN) {
 		gice_error("ct", "connection to gid %u qos %u mtu %u: bad attribute (max gid %u, qos < %u, mtu 256..%u)",
 			   attr->peer_gid, attr->qos, mtu, e->max_peers - 1, CT_QOS_CLASSES, e->mtu_max);
 		return GICE_ERR_INVALID;

@@ -92,6 +92,9 @@ typedef struct {
 	 * GICE_CT_SPIN_US (unless that is set), as a spinner that must yield its core holds up
 	 * the thread that has work */
 	uint32_t machine_cts;
+	/* the job's key for the packets' MAC (GICE_CT_AUTH), the same on every device of the job:
+	 * derived from the bootstrap's secret, which only the job's processes have */
+	uint64_t job_key[2];
 } ct_engine_attr_t;
 
 typedef struct {

@@ -11,6 +11,8 @@
 
 #define CT_MSGS_PER_CT 1024u  /* message entries per CT (power of two) */
 #define CT_RESP_MSGS 1024u    /* response messages owned by the link */
+#define CT_RESP_MIN_SHARE 16u /* response entries a peer may always hold (see resp_share) */
+#define CT_RESP_NACK_EXTRA 8u /* past its share, a peer's NACKs may take this many more */
 #define CT_PEER_WIN 256u      /* outstanding request ids per peer (power of two) */
 #define CT_PSN_WIN 1024u      /* receive window in packets (power of two) */
 #define CT_NIL UINT32_MAX
@@ -106,6 +108,8 @@ typedef struct { /* link-private (under the link lock) */
 	uint32_t held_cum, held_fence; /* an ack waiting for the reverse stream (see ct_rx_ack) */
 	uint8_t ack_held;
 	uint32_t nack_unsent;          /* NACKs queued, not yet sent: ACKs wait for them */
+	uint32_t resp_held;            /* entries of the response pool its requests hold (until it
+					* acknowledges their responses): at most e->resp_share */
 	uint32_t by_id[CT_PEER_WIN];   /* msg_id % WIN → message index + 1 */
 	/* rx */
 	uint32_t rx_next_psn, rx_landed, ack_unsent;
@@ -186,6 +190,8 @@ struct ct_engine {
 	_Atomic int reliable; /* retransmit on timeout / selective ack */
 	_Atomic int csum;     /* send and require CRC32C */
 	_Atomic int csum_tx;  /* send CRC32C (peers check a packet that carries one): run-time faults */
+	int auth;             /* GICE_CT_AUTH: sign packets with attr.job_key, check MAC and sender */
+	uint64_t n_refused;   /* requests refused (NACKed): for rate-limited logging */
 	int rma;           /* device memory registered for remote reads */
 	fab_mr_info_t mr;
 	uint8_t *base; /* HBM base in this process */
@@ -216,6 +222,10 @@ struct ct_engine {
 	uint32_t act_head[CT_QOS_CLASSES], act_tail[CT_QOS_CLASSES]; /* messages being sent */
 	uint32_t resp_head[CT_QOS_CLASSES], resp_tail[CT_QOS_CLASSES];
 	uint32_t resp_free;
+	uint32_t resp_share;  /* response entries one peer may hold: CT_RESP_MSGS over the peers,
+			       * at least CT_RESP_MIN_SHARE (a peer that withholds its ACKs starves
+			       * only itself); NACKs may take CT_RESP_NACK_EXTRA more */
+	uint32_t n_present;   /* peers added */
 	/* rendezvous reads this device runs (as a put's target, as a get's requester): posted, or
 	 * waiting in FIFO order for one of the fabric's FAB_READS_MAX read slots (ct_link_rndv.c) */
 	struct ct_read {
@@ -375,12 +385,16 @@ void ct_send_nack(struct ct_engine *e, uint32_t gid, uint32_t msg_id, int status
 void ct_nack_done(struct ct_engine *e, ct_msg_t *m);
 void ct_ack_owed_clear(struct ct_engine *e, ct_peer_t *p);
 void ct_ack_sent(struct ct_engine *e, ct_peer_t *p);
+/* 1 if peer gid may take one more response entry (its share, and the pool, have room). */
+int ct_resp_room(const struct ct_engine *e, uint32_t gid);
 ct_msg_t *ct_queue_response(struct ct_engine *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
 			     uint64_t value, int status);
 /* ct_link_rx.c: the receive path */
 /* One fabric message: its packets (a bundle of one or more), in order. */
-void ct_rx_message(struct ct_engine *e, const uint8_t *buf, size_t len);
-void ct_rx_packet(struct ct_engine *e, const uint8_t *buf, size_t len);
+/* A fabric message (one or more packets back to back) that arrived from fabric address from
+ * (FAB_ADDR_UNKNOWN when the endpoint cannot tell). */
+void ct_rx_message(struct ct_engine *e, const uint8_t *buf, size_t len, fab_addr_t from);
+void ct_rx_packet(struct ct_engine *e, const uint8_t *buf, size_t len, fab_addr_t from);
 /* The request message msg_id to peer p, of kind (0xff: any), with its index in *idx; or NULL. */
 ct_msg_t *ct_req_by_id(struct ct_engine *e, ct_peer_t *p, uint64_t msg_id, uint8_t kind, uint32_t *idx);
 /* Request idx has its response (status: how it ended); it completes if nothing else is due. */

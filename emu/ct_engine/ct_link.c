@@ -101,7 +101,7 @@ static int link_pass(ct_engine_t *e, int mode)
 	atomic_store_explicit(&e->t_poll, gice_coarse_ns(), memory_order_relaxed); /* for the watchdog */
 	for (int i = 0; i < n; i++) {
 		if (ev[i].type == FAB_EV_RX) {
-			ct_rx_message(e, ev[i].buf, ev[i].len);
+			ct_rx_message(e, ev[i].buf, ev[i].len, ev[i].peer);
 			fab_release(e->attr.ep, ev[i].buf);
 		} else if (ev[i].type == FAB_EV_READ) {
 			ct_read_done(e, ev[i].ctx, ev[i].status);

@@ -100,8 +100,11 @@ void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint6
 	uint64_t now = gice_now_ns();
 
 	if (ct_psn_before(p->next_psn, cum)) {
-		gice_error("ct", "ack for psn %u from a peer we sent only %u packets: ignored", cum, p->next_psn);
-		ct_stat_add(e, CT_STAT_rx_bad, 1);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
+		if (n < 10 || n % 1000 == 0) /* per packet: rate-limited */
+			gice_error("ct", "device %u: ack for psn %u from device %u, which we sent only %u packets: ignored "
+				   "(%llu packets dropped so far)", e->attr.gid, cum, (uint32_t)(p - e->peers), p->next_psn,
+				   (unsigned long long)n + 1);
 		return;
 	}
 	if (ct_psn_before(p->acked_psn, cum)) {

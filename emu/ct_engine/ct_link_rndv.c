@@ -60,7 +60,7 @@ int ct_rndv_choose(const ct_engine_t *e, const ct_peer_t *p, const ct_msg_t *m)
 	/* the side that moves the bytes must reach the other's memory: mapped on the plane, or
 	 * both memories registered for the provider's remote reads */
 	return (m->kind == MK_PUT || m->kind == MK_GET) && (p->map || (e->rma && p->rma)) && from &&
-	       m->req.len >= from;
+	       m->req.len >= from && m->peer != e->attr.gid;
 }
 
 /* ---------------------------------------------------------------- the read table */
@@ -156,6 +156,14 @@ void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
 	uint64_t off;
 	int rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
 	struct ct_read *r = NULL;
+
+	/* a device never reads its own memory for a peer: what it sends itself goes by packets
+	 * (ct_rndv_choose), so an announcement in its name is forged */
+	if (h->src_gid == e->attr.gid)
+		rc = GICE_ERR_INVALID;
+	/* its PUT_DONE will need a response entry of the peer's share */
+	if (!rc && !ct_resp_room(e, h->src_gid))
+		rc = GICE_ERR_AGAIN;
 
 	if (!rc && ct_rx_signal_check(e, s, h)) {
 		ct_landed(e, h->src_gid, p, s);

@@ -4,6 +4,7 @@
  * has landed, and when to acknowledge (at once, or a delayed ACK). Runs under the link lock. */
 #include "emu/ct_engine/ct_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Received packets that make the receiver acknowledge at once: GICE_CT_ACK_EVERY, but never more
@@ -141,10 +142,17 @@ void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
 {
 	if (s->status == GICE_OK) {
 		/* once per message, with the values involved */
-		gice_error("ct", "%s from device %u (msg %u): key 0x%llx offset %llu length %u: %s", ct_pkt_name(h->op),
-			   h->src_gid, h->msg_id, (unsigned long long)h->rkey, (unsigned long long)h->roff,
-			   h->op == CT_PKT_GET_REQ || h->op == CT_PKT_GET_RNDV ? (uint32_t)h->value : h->msg_len,
-			   gice_status_name(status));
+		uint64_t n = e->n_refused++;
+		char mtu[64] = "";
+		if (h->op == CT_PKT_GET_REQ && h->aux && h->aux < CT_MTU_MIN) /* the cause: say it */
+			snprintf(mtu, sizeof(mtu), ", answer in packets of %llu bytes", (unsigned long long)h->aux);
+		if (n < 10 || n % 1000 == 0) /* a peer can send these as fast as it likes */
+			gice_error("ct", "%s from device %u (msg %u): key 0x%llx offset %llu length %llu%s: %s "
+				   "(%llu refused so far)", ct_pkt_name(h->op), h->src_gid, h->msg_id,
+				   (unsigned long long)h->rkey, (unsigned long long)h->roff,
+				   (unsigned long long)(h->op == CT_PKT_GET_REQ || h->op == CT_PKT_GET_RNDV ? h->value
+													   : h->msg_len),
+				   mtu, gice_status_name(status), (unsigned long long)n + 1);
 		s->status = status;
 		ct_send_nack(e, h->src_gid, h->msg_id, status);
 	}
@@ -196,11 +204,15 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 	case CT_PKT_GET_RNDV:
 	case CT_PKT_ATOMIC_REQ: {
 		uint64_t len = h->op == CT_PKT_ATOMIC_REQ ? 8 : h->value;
-		rc = len > UINT32_MAX ? GICE_ERR_INVALID : hbm_translate_key(e->attr.hbm, h->rkey, h->roff, len, &off);
+		/* a response message carries at most UINT32_MAX bytes (msg_len); GET_REQ's aux, the
+		 * requester's packet size, 0 (ours) or at least the smallest GICE_MTU */
+		rc = len > UINT32_MAX || (h->op == CT_PKT_GET_REQ && h->aux && h->aux < CT_MTU_MIN)
+			     ? GICE_ERR_INVALID
+			     : hbm_translate_key(e->attr.hbm, h->rkey, h->roff, len, &off);
 		if (!rc && h->op == CT_PKT_ATOMIC_REQ && (off & 7))
 			rc = GICE_ERR_INVALID;
-		if (!rc && e->resp_free == CT_NIL)
-			rc = GICE_ERR_AGAIN;
+		if (!rc && !ct_resp_room(e, h->src_gid))
+			rc = GICE_ERR_AGAIN; /* counted in resp_refused */
 		if (rc) {
 			ct_rx_fail(e, s, h, rc);
 			ct_landed(e, h->src_gid, p, s);
@@ -280,7 +292,7 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 		ct_resp_done(e, idx, GICE_OK);
 }
 
-void ct_rx_message(ct_engine_t *e, const uint8_t *buf, size_t len)
+void ct_rx_message(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t from)
 {
 	while (len) {
 		size_t n = ct_proto_next(buf, len);
@@ -291,13 +303,41 @@ void ct_rx_message(ct_engine_t *e, const uint8_t *buf, size_t len)
 					  len, (unsigned long long)c + 1);
 			return;
 		}
-		ct_rx_packet(e, buf, n);
+		ct_rx_packet(e, buf, n, from);
 		buf += n;
 		len -= n;
 	}
 }
 
-void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
+/* 0 if the packet (parsed into h) is the job's and comes from the device it claims; else it is
+ * counted and logged (rate-limited) and -1. */
+static int rx_authentic(ct_engine_t *e, const uint8_t *buf, const ct_hdr_t *h, fab_addr_t from)
+{
+	const char *why;
+	char what[96];
+
+	if (!e->auth)
+		return 0;
+	if (!ct_proto_mac_ok(buf, e->attr.job_key)) {
+		why = h->mac ? "its MAC is not the job's (a packet from outside this job?)"
+			     : "it carries no MAC (GICE_CT_AUTH=0 at its sender?)";
+	} else if (e->attr.ep->source && h->src_gid < e->max_peers && e->peers[h->src_gid].present &&
+		   from != e->peers[h->src_gid].addr) {
+		snprintf(what, sizeof(what), "it came from another endpoint than device %u's (fabric address %s%llu)",
+			 h->src_gid, from == FAB_ADDR_UNKNOWN ? "unknown, not " : "",
+			 (unsigned long long)(from == FAB_ADDR_UNKNOWN ? e->peers[h->src_gid].addr : from));
+		why = what;
+	} else {
+		return 0;
+	}
+	uint64_t n = ct_stat_add(e, CT_STAT_rx_auth_bad, 1);
+	if (n < 10 || n % 1000 == 0)
+		gice_warn("ct", "device %u: dropped %s claiming to come from device %u: %s (%llu so far)", e->attr.gid,
+			  ct_pkt_name(h->op), h->src_gid, why, (unsigned long long)n + 1);
+	return -1;
+}
+
+void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t from)
 {
 	ct_hdr_t h;
 	const char *why;
@@ -323,6 +363,8 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len)
 				  (unsigned long long)n + 1);
 		return;
 	}
+	if (rx_authentic(e, buf, &h, from))
+		return;
 	if (h.src_gid < e->max_peers && e->peers[h.src_gid].dead && h.dst_gid == e->attr.gid &&
 	    (h.op == CT_PKT_BYE || h.op == CT_PKT_HEARTBEAT || h.op == CT_PKT_ACK))
 		return; /* late control packets of a peer we gave up on */

@@ -57,14 +57,21 @@ int ct_bundle_flush(ct_engine_t *e)
 	return rc;
 }
 
-/* Hand one encoded packet to the fabric, with its CRC32C when checksums are on. hdr is
- * modified (flag and csum) in place. */
+/* Hand one encoded packet to the fabric, with the job's MAC (GICE_CT_AUTH) and its CRC32C when
+ * checksums are on. hdr is modified (mac, flag and csum) in place. */
 int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen)
 {
 	int rc;
 
-	if (atomic_load_explicit(&e->csum, memory_order_relaxed) || atomic_load_explicit(&e->csum_tx, memory_order_relaxed)) {
+	int csum = atomic_load_explicit(&e->csum, memory_order_relaxed) ||
+		   atomic_load_explicit(&e->csum_tx, memory_order_relaxed); /* run-time faults: send only */
+
+	/* the flag, then the MAC (it covers the flags), then the checksum (it covers the MAC) */
+	if (csum)
 		hdr[CT_HDR_FLAGS_OFF] |= CT_HF_CSUM;
+	if (e->auth)
+		ct_proto_sign(hdr, e->attr.job_key);
+	if (csum) {
 		memset(hdr + CT_HDR_CSUM_OFF, 0, 4);
 		uint32_t c = htole32(ct_proto_csum(hdr, payload, plen));
 		memcpy(hdr + CT_HDR_CSUM_OFF, &c, 4);
@@ -140,14 +147,19 @@ void ct_send_ack(ct_engine_t *e, uint32_t gid)
 /* A NACK is a sequenced response (retransmitted like data until acked). */
 void ct_send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 {
-	ct_stat_add(e, CT_STAT_nacks_sent, 1);
 	ct_msg_t *m = ct_queue_response(e, MK_NACK, gid, 0, msg_id, 0, status);
 
 	if (!m) {
-		gice_error("ct", "no response entry: NACK of message %u to device %u (%s) lost", msg_id, gid,
-			   gice_status_name(status));
+		/* its peer holds its share of the pool (it does not acknowledge): rate-limited */
+		uint64_t n = e->n_refused++;
+		if (n < 10 || n % 1000 == 0)
+			gice_error("ct", "device %u: no response entry for the NACK of message %u to device %u (%s): "
+				   "not sent; device %u holds %u of its %u (%llu refused so far)", e->attr.gid, msg_id,
+				   gid, gice_status_name(status), gid, e->peers[gid].resp_held, e->resp_share,
+				   (unsigned long long)n + 1);
 		return;
 	}
+	ct_stat_add(e, CT_STAT_nacks_sent, 1);
 	m->nack_unsent = 1;
 	e->peers[gid].nack_unsent++;
 }
@@ -423,15 +435,26 @@ static int send_some(ct_engine_t *e)
 	return sent;
 }
 
-/* Queue a response (get data, atomic old value, rendezvous done) to request msg_id of device
- * gid; the caller fills in what else its kind needs. NULL when no response entry is free. */
+int ct_resp_room(const ct_engine_t *e, uint32_t gid)
+{
+	return e->resp_free != CT_NIL && e->peers[gid].resp_held < e->resp_share;
+}
+
+/* Queue a response (get data, atomic old value, rendezvous done, NACK) to request msg_id of
+ * device gid; the caller fills in what else its kind needs. NULL when no response entry is free
+ * or the peer holds its share of them (a NACK: its share and CT_RESP_NACK_EXTRA more), counted
+ * in resp_refused. */
 ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t qos, uint32_t msg_id,
 			     uint64_t value, int status)
 {
 	uint32_t ri = e->resp_free;
+	ct_peer_t *p = &e->peers[gid];
 
-	if (ri == CT_NIL)
+	if (ri == CT_NIL || p->resp_held >= e->resp_share + (kind == MK_NACK ? CT_RESP_NACK_EXTRA : 0)) {
+		ct_stat_add(e, CT_STAT_resp_refused, 1);
 		return NULL;
+	}
+	p->resp_held++;
 	e->resp_free = e->msgs[ri].next;
 	ct_msg_t *m = &e->msgs[ri];
 	memset(m, 0, sizeof(*m));

@@ -6,6 +6,7 @@
 
 #include "emu/common/common.h"
 #include "emu/common/crc32c.h"
+#include "emu/common/siphash.h"
 
 _Static_assert(sizeof(ct_hdr_t) == CT_HDR_BYTES, "host view mirrors the wire layout");
 
@@ -50,10 +51,9 @@ void ct_proto_build(const ct_hdr_t *h, void *buf)
 	PUT32(p, 60, (uint32_t)h->status);
 	PUT64(p, 64, h->value);
 	PUT64(p, 72, h->aux);
-	PUT32(p, 80, h->job);
-	PUT32(p, 84, h->csum);
-	PUT32(p, 88, h->ack);
-	PUT32(p, 92, h->reserved);
+	PUT32(p, 80, h->csum);
+	PUT32(p, 84, h->ack);
+	PUT64(p, 88, h->mac);
 }
 
 size_t ct_proto_next(const void *buf, size_t len)
@@ -85,6 +85,34 @@ uint32_t ct_proto_csum(const void *hdr, const void *payload, size_t plen)
 	c = gice_crc32c(c, zero, 4);
 	c = gice_crc32c(c, h + CT_HDR_CSUM_OFF + 4, CT_HDR_BYTES - CT_HDR_CSUM_OFF - 4);
 	return plen ? gice_crc32c(c, payload, plen) : c;
+}
+
+uint64_t ct_proto_mac(const void *hdr, const uint64_t key[2])
+{
+	uint8_t b[CT_HDR_MAC_OFF];
+	gice_sipkey_t k = {key[0], key[1]};
+
+	memcpy(b, hdr, sizeof(b));
+	memset(b + CT_HDR_CSUM_OFF, 0, 4);
+	return gice_siphash(&k, b, sizeof(b));
+}
+
+void ct_proto_job_key(uint64_t secret, uint64_t key[2])
+{
+	gice_sipkey_t k = {secret, secret ^ 0x9e3779b97f4a7c15ull};
+
+	key[0] = gice_siphash(&k, "gice packet mac key 0", 21);
+	key[1] = gice_siphash(&k, "gice packet mac key 1", 21);
+}
+
+void ct_proto_sign(void *hdr, const uint64_t key[2])
+{
+	PUT64((uint8_t *)hdr, CT_HDR_MAC_OFF, ct_proto_mac(hdr, key));
+}
+
+int ct_proto_mac_ok(const void *hdr, const uint64_t key[2])
+{
+	return (ct_proto_mac(hdr, key) ^ get64(hdr, CT_HDR_MAC_OFF)) == 0;
 }
 
 int ct_proto_csum_ok(const void *buf, size_t len)
@@ -128,10 +156,9 @@ int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
 	h->status = (int32_t)get32(p, 60);
 	h->value = get64(p, 64);
 	h->aux = get64(p, 72);
-	h->job = get32(p, 80);
-	h->csum = get32(p, 84);
-	h->ack = get32(p, 88);
-	h->reserved = get32(p, 92);
+	h->csum = get32(p, 80);
+	h->ack = get32(p, 84);
+	h->mac = get64(p, 88);
 
 	if (h->magic != CT_PROTO_MAGIC)
 		return bad(why, "bad magic");
@@ -139,8 +166,8 @@ int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
 		return bad(why, "unsupported version");
 	if (h->op == 0 || h->op >= CT_PKT_MAX_)
 		return bad(why, "unknown op");
-	if (h->reserved || h->job || (h->ack && !(h->flags & CT_HF_ACK)))
-		return bad(why, "reserved field not zero");
+	if (h->ack && !(h->flags & CT_HF_ACK))
+		return bad(why, "ack without its flag");
 	if (h->payload_len > CT_MAX_PAYLOAD || h->payload_len != len - CT_HDR_BYTES)
 		return bad(why, "payload length does not match packet length");
 	switch (h->op) {

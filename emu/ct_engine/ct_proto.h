@@ -10,9 +10,11 @@
 #include <stdint.h>
 
 #define CT_PROTO_MAGIC 0x45434947u /* "GICE" little-endian */
-#define CT_PROTO_VERSION 2 /* 2: piggybacked acks, bundles, rendezvous gets (GET_RNDV, GET_GO) */
+#define CT_PROTO_VERSION 3 /* 2: piggybacked acks, bundles, rendezvous gets (GET_RNDV, GET_GO);
+			     * 3: the job's MAC (mac), csum and ack moved to make room */
 #define CT_HDR_BYTES 96
 #define CT_MAX_PAYLOAD (1u << 20) /* largest MTU accepted */
+#define CT_MTU_MIN 256 /* smallest packet size a device uses (GICE_MTU, connections) */
 
 /* X-macro keeps the packet-type enum and its name table in step. */
 #define CT_PKT_LIST(X)                                                             \
@@ -74,16 +76,16 @@ typedef struct {
 			       *    ACK: the acker's next psn towards us (completion fence) */
 	uint64_t aux;         /* 72 atomic compare; responses: request msg id; ACK: selective
 			       *    ack, bit i = psn (cumulative + 1 + i) received */
-	uint32_t job;         /* 80 reserved for the job authentication value; zero */
-	uint32_t csum;        /* 84 CRC32C of header and payload when enabled; else zero */
-	uint32_t ack;         /* 88 with CT_HF_ACK: every psn below it received from the
+	uint32_t csum;        /* 80 CRC32C of header and payload when enabled; else zero */
+	uint32_t ack;         /* 84 with CT_HF_ACK: every psn below it received from the
 			       *    receiver (a cumulative ACK riding on this packet); else zero */
-	uint32_t reserved;    /* 92 zero */
+	uint64_t mac;         /* 88 SipHash-2-4 under the job's key of bytes [0, 88) with csum
+			       *    taken as zero (ct_proto_mac); zero when GICE_CT_AUTH=0 */
 } ct_hdr_t;
 
 /* Encode h into CT_HDR_BYTES bytes at buf. */
 void ct_proto_build(const ct_hdr_t *h, void *buf);
-/* Decode and validate len bytes at buf: length, magic, version, op, known flags, reserved zero,
+/* Decode and validate len bytes at buf: length, magic, version, op, known flags, ack only with its flag,
  * payload_len == len - CT_HDR_BYTES <= CT_MAX_PAYLOAD, moff + payload_len <= msg_len for data
  * packets, no payload on control packets. GICE_OK and *h filled, or GICE_ERR_BAD_PACKET with
  * *why (may be NULL) naming the failed check. Touches nothing but *h and *why. */
@@ -98,8 +100,19 @@ const char *ct_pkt_name(unsigned op);
 uint32_t ct_proto_csum(const void *hdr, const void *payload, size_t plen);
 /* Check the csum of an encoded packet of len bytes that carries CT_HF_CSUM: 1 if it matches. */
 int ct_proto_csum_ok(const void *buf, size_t len);
-/* Byte offset of the flags and csum fields in an encoded header. */
+/* The MAC of an encoded header under key: SipHash-2-4 of its first CT_HDR_MAC_OFF bytes, the
+ * csum field taken as zero (so a checksum can be added after the MAC, and checked first). */
+uint64_t ct_proto_mac(const void *hdr, const uint64_t key[2]);
+/* The MAC key of a job from its secret (the bootstrap's): two SipHash outputs under the secret, so
+ * what signs packets is never the secret itself. Every device of the job derives the same key. */
+void ct_proto_job_key(uint64_t secret, uint64_t key[2]);
+/* Write the MAC under key into encoded header hdr (before its csum is computed). */
+void ct_proto_sign(void *hdr, const uint64_t key[2]);
+/* 1 if encoded header hdr carries the MAC under key. Constant time in the tag. */
+int ct_proto_mac_ok(const void *hdr, const uint64_t key[2]);
+/* Byte offset of the flags, csum and mac fields in an encoded header. */
 #define CT_HDR_FLAGS_OFF 6
-#define CT_HDR_CSUM_OFF 84
+#define CT_HDR_CSUM_OFF 80
+#define CT_HDR_MAC_OFF 88
 
 #endif

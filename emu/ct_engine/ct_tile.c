@@ -40,6 +40,7 @@ void ct_msg_release(ct_engine_t *e, uint32_t idx)
 	ct_msg_t *m = &e->msgs[idx];
 
 	if (m->owner == CT_NIL) {
+		e->peers[m->peer].resp_held--;
 		m->next = e->resp_free;
 		e->resp_free = idx;
 		return;
