@@ -350,6 +350,8 @@ int gice_device_close(gice_device_t *d)
 		api_stats_add(&api_g.closed_stats, &st);
 		pthread_mutex_unlock(&api_g.lock);
 	}
+	if (api_g.stats)
+		api_print_peer_stats(d);
 	ct_engine_destroy(d->ct);
 	d->smt = NULL;
 	tm_region_destroy(d->tm);

@@ -140,6 +140,7 @@ static inline int api_dev_off(const gice_device_t *d, const void *ptr, uint64_t 
 
 /* gice.c */
 void api_stats_add(gice_stats_t *sum, const gice_stats_t *st);
+void api_print_peer_stats(gice_device_t *d);
 /* api_watchdog.c: the watchdog thread (started by gice_init) */
 void *api_watchdog_main(void *arg);
 /* The fault schedule of GICE_FAULTS starts for device d (end of its open): network faults,

@@ -263,6 +263,28 @@ void api_stats_add(gice_stats_t *sum, const gice_stats_t *st)
 		a[i] += b[i];
 }
 
+/* GICE_STATS=1: a line per peer that device d exchanged packets with (GICE_PEER_STATS_LIST),
+ * "gice peer stats: rank R: device D peer P (rank Q): name value ...", at its close or at
+ * gice_finalize. */
+void api_print_peer_stats(gice_device_t *d)
+{
+	gice_peer_stats_t ps;
+	char line[1024];
+	int n;
+
+	for (uint32_t g = 0; g < api_g.max_gids; g++) {
+		if (gice_device_peer_stats(d, g, &ps) || !(ps.tx_pkts || ps.rx_pkts || ps.fault_drops))
+			continue;
+		n = snprintf(line, sizeof(line), "gice peer stats: rank %u: device %u peer %u (rank %u):", api_g.rank,
+			     d->gid, g, g % (api_g.size ? api_g.size : 1));
+#define API_PEER_STAT_PRINT(name) \
+	n += snprintf(line + n, sizeof(line) - (size_t)n, " " #name " %llu", (unsigned long long)ps.name);
+		GICE_PEER_STATS_LIST(API_PEER_STAT_PRINT)
+#undef API_PEER_STAT_PRINT
+		fprintf(stderr, "%s\n", line);
+	}
+}
+
 /* GICE_STATS=1: this rank's counters, summed over its devices (api_g.lock held). */
 #define API_STAT_NAME_FITS(name, from, field, help) _Static_assert(sizeof(#name) <= 20, #name " fits print_stats");
 GICE_STATS_LIST(API_STAT_NAME_FITS)
@@ -286,23 +308,10 @@ static void print_stats(void)
 	_Static_assert(sizeof(gice_stats_t) / sizeof(uint64_t) * (20 + 1 + 20 + 1) + 40 < sizeof(line),
 		       "every name value pair fits");
 	fprintf(stderr, "%s\n", line);
-	/* then a line per open device and peer that it exchanged packets with (GICE_PEER_STATS_LIST):
-	 * "gice stats: rank R: device D peer P (rank Q): name value ..." */
-	for (uint64_t i = 0; i < api_g.max_devices; i++) {
-		gice_device_t *d = api_g.devs[i];
-		gice_peer_stats_t ps;
-		for (uint32_t g = 0; d && d->live && g < api_g.max_gids; g++) {
-			if (gice_device_peer_stats(d, g, &ps) || !(ps.tx_pkts || ps.rx_pkts || ps.fault_drops))
-				continue;
-			n = snprintf(line, sizeof(line), "gice stats: rank %u: device %u peer %u (rank %u):", api_g.rank,
-				     d->gid, g, g % (api_g.size ? api_g.size : 1));
-#define API_PEER_STAT_PRINT(name) \
-	n += snprintf(line + n, sizeof(line) - (size_t)n, " " #name " %llu", (unsigned long long)ps.name);
-			GICE_PEER_STATS_LIST(API_PEER_STAT_PRINT)
-#undef API_PEER_STAT_PRINT
-			fprintf(stderr, "%s\n", line);
-		}
-	}
+	/* then the per-peer lines of the devices still open (a closed one printed its own) */
+	for (uint64_t i = 0; i < api_g.max_devices; i++)
+		if (api_g.devs[i] && api_g.devs[i]->live)
+			api_print_peer_stats(api_g.devs[i]);
 }
 
 int gice_finalize(void)

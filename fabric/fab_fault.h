@@ -19,7 +19,10 @@
  *
  * Cost: with no network fault set and nothing held, send and poll are one branch and the inner
  * call. Held packets live in a pool of copies allocated once (when faults are first turned on),
- * never per packet; when the pool is full a packet that should be held goes out at once.
+ * never per packet; when the pool is full a packet that should be held for reorder or delay
+ * goes out at once, and one for latency (or behind held ones on an ordered endpoint) is refused
+ * for now (GICE_ERR_AGAIN). Per-peer state (counts, token buckets, the psns' attempts) is
+ * allocated with the wrapper (fab_fault_attr_t.max_gids).
  */
 #ifndef GICE_FAB_FAULT_H
 #define GICE_FAB_FAULT_H

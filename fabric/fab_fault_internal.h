@@ -135,6 +135,25 @@ static inline uint64_t ff_mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+/* Log the 1st, 2nd, 4th, 8th... occurrence. */
+static inline int ff_ratelimit(uint64_t *n)
+{
+	uint64_t c = ++*n;
+	return !(c & (c - 1));
+}
+
+/* fab_fault_hold.c */
+/* The pool of held copies (GICE_OK, or GICE_ERR_NO_MEMORY logged once). */
+int ff_pool_alloc(ff_ep_t *w);
+/* Send the held copies that are ready, in order (on an ordered endpoint none before an earlier
+ * one to its destination); stops at GICE_ERR_AGAIN. */
+void ff_flush(ff_ep_t *w, uint64_t now);
+/* Whether a copy to dest is held. */
+int ff_held_to(const ff_ep_t *w, fab_addr_t dest);
+/* Hold one copy of (hdr, payload) to dest. The caller checked that a slot is free. */
+void ff_hold(ff_ep_t *w, fab_addr_t dest, const void *hdr, size_t hlen, const void *payload, size_t plen,
+	     uint64_t not_before, uint64_t after_k, uint64_t deadline);
+
 /* fab_fault_decide.c */
 /* Plan the message (hdr, hlen, payload, plen) to dest: which packets drop or corrupt, holds and
  * the rate that applies. Reads the sender's state, changes nothing (ff_commit does). */

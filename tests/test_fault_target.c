@@ -759,14 +759,28 @@ static struct tally read_tally(const char *file, int rank)
 START_TEST(test_job_lossy_link_blamed)
 {
 	static const char *const env[] = {"GICE_FAULTS=drop=0.2,link=0->1", "GICE_PLANE=net",
-					  "GICE_TIMEOUT_MS=5000", NULL};
-	char file[] = "/tmp/gice-ft-lossy-XXXXXX";
-	int st[3], fd = mkstemp(file);
+					  "GICE_TIMEOUT_MS=5000", "GICE_STATS=1", NULL};
+	char file[] = "/tmp/gice-ft-lossy-XXXXXX", err[] = "/tmp/gice-ft-lossy-err-XXXXXX", text[16384];
+	int st[3], fd = mkstemp(file), efd = mkstemp(err);
 
 	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(efd, 0);
 	close(fd);
 	tally_file = file;
-	run_job(3, 3, puts_rank_100, "shm", env, st, NULL);
+	run_job(3, 3, puts_rank_100, "shm", env, st, err);
+	ssize_t n = pread(efd, text, sizeof(text) - 1, 0);
+	close(efd);
+	unlink(err);
+	text[n > 0 ? n : 0] = 0;
+	/* GICE_STATS=1: rank 0's line for peer 1 shows the drops, the one for peer 2 none */
+	const char *l1 = strstr(text, "gice peer stats: rank 0: device 0 peer 1 (rank 1): tx_pkts ");
+	const char *l2 = strstr(text, "gice peer stats: rank 0: device 0 peer 2 (rank 2): tx_pkts ");
+	ck_assert_msg(l1 && l2, "no per-peer lines in: %s", text);
+	unsigned long long d1 = 99, d2 = 99;
+	ck_assert_int_eq(sscanf(strstr(l1, " fault_drops "), " fault_drops %llu", &d1), 1);
+	ck_assert_int_eq(sscanf(strstr(l2, " fault_drops "), " fault_drops %llu", &d2), 1);
+	ck_assert_uint_gt(d1, 0);
+	ck_assert_uint_eq(d2, 0);
 	for (int r = 0; r < 3; r++)
 		ck_assert_int_eq(st[r], 0);
 	struct tally t[3] = {read_tally(file, 0), read_tally(file, 1), read_tally(file, 2)};
