@@ -890,7 +890,7 @@ END_TEST
 
 /* Network faults turned on at run time on rank 0 only (drop and corrupt, no GICE_FAULTS, so the
  * peers keep reliability and checksums off): every put both ways lands intact; rank 0's
- * corrupted packets carry a CRC the peers check. */
+ * corrupted packets carry a CRC the peers check. A stall_ct set afterwards clears nothing. */
 static int runtime_rank(int rank, int size)
 {
 	enum { N = 150, B = 256 };
@@ -908,6 +908,9 @@ static int runtime_rank(int rank, int size)
 	if (rank == 0) {
 		int rc = gice_faults_set(d, "drop=0.1,corrupt=0.05,seed=4");
 		FAILIF(rc, "faults_set: %s", gice_status_name(rc));
+		/* a stall set later (far off) clears nothing: the drops below still happen */
+		rc = gice_faults_set(d, "stall_ct=0@3600s+1ms");
+		FAILIF(rc, "faults_set stall: %s", gice_status_name(rc));
 	}
 	/* rank r's bytes for rank q go to slot r of q's memory */
 	for (int i = 0; i < B; i++)
@@ -919,13 +922,16 @@ static int runtime_rank(int rank, int size)
 		FAILIF(gice_conn_open(d, gice_device_id_of((uint32_t)q, 0), NULL, &c), "conn");
 		for (int i = 0; i < N; i++) {
 			gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p + MIB / 2, .bytes = B,
-					.rkey = all[q].key, .roff = (uint64_t)rank * B, .signal = GICE_NO_COUNTER,
-					.completion = done};
+					.rkey = all[q].key, .roff = (uint64_t)rank * B, .value = 1,
+					.signal = all[q].sig, .signal_flags = GICE_SIGNAL_ADD, .completion = done};
 			FAILIF(gice_post(d, &op), "post");
 			int rc = gice_counter_wait(d, done, GICE_CMP_GE, ++k, 20000, NULL);
 			FAILIF(rc, "put %d to rank %d: %s", i, q, gice_status_name(rc));
 		}
 	}
+	/* every put to here has landed once its signal has counted (the wait orders the reads) */
+	int rc = gice_counter_wait(d, me.sig, GICE_CMP_GE, (uint64_t)N * (uint64_t)(size - 1), 20000, NULL);
+	FAILIF(rc, "signals: %s", gice_status_name(rc));
 	FAILIF(gice_allgather(&me, sizeof(me), all), "barrier");
 	for (int r = 0; r < size; r++)
 		for (int i = 0; r != rank && i < B; i++)
