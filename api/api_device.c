@@ -112,7 +112,7 @@ static int wire_remote(gice_device_t *d)
 {
 	struct dev_blob mine = {.gid = d->gid, .addr_len = (uint32_t)d->addr_len, .has_mr = (uint32_t)d->has_mr,
 				.mr = d->mr, .pid = (uint32_t)getpid(), .hbm_fd = hbm_fd(d->hbm), .hbm_size = d->size,
-				.tm_fd = tm_region_fd(d->tm)};
+				.tm_fd = tm_region_fd(d->tm), .auth = (uint32_t)ct_engine_auth(d->ct)};
 	struct dev_blob *all, *grown;
 	struct peer_map *grown_map;
 	int rc;
@@ -149,6 +149,14 @@ static int wire_remote(gice_device_t *d)
 			   r == api_g.rank ? " here" : " (read on this rank)");
 		rc = GICE_ERR_FABRIC;
 	}
+	/* A device that signs drops every unsigned packet and the other way round: the job would
+	 * only stall. Every rank sees every blob and fails the open alike. */
+	for (uint32_t r = 0; r < api_g.size && !rc; r++)
+		if (all[r].auth != mine.auth) {
+			gice_error("api", "device %u: GICE_CT_AUTH=%u here but %u on rank %u (device %u): every rank of a "
+					  "job must use the same setting", d->gid, mine.auth, all[r].auth, r, all[r].gid);
+			rc = GICE_ERR_CONFIG;
+		}
 	if (rc)
 		goto out;
 	pthread_mutex_lock(&api_g.lock);

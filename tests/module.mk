@@ -13,3 +13,4 @@ TESTS += test_failure test_completions
 TESTS += test_launch test_progress test_get
 TESTS += test_hostile
 TEST_SCRIPTS += test_bench
+TEST_SCRIPTS += test_auth

@@ -67,18 +67,20 @@ static void dev_close(void)
 
 /* ---------------------------------------------------------------- abort */
 
+/* The kernel's outcome: an abort ends the stream's sync while its block may still be running,
+ * so the test reads these concurrently. */
 struct wait_args {
 	gice_counter_t ctr;
-	int rc;
-	uint64_t t_end;
+	_Atomic int rc;
+	_Atomic uint64_t t_end;
 };
 
 static void wait_forever(gice_kctx_t *k, void *arg)
 {
 	struct wait_args *w = *(struct wait_args **)arg;
 
-	w->rc = gice_wait_until(k, w->ctr, GICE_CMP_GE, 1, 0, NULL);
-	w->t_end = now_ms();
+	atomic_store(&w->rc, gice_wait_until(k, w->ctr, GICE_CMP_GE, 1, 0, NULL));
+	atomic_store(&w->t_end, now_ms()); /* after rc: a reader that sees t_end sees rc */
 }
 
 struct host_wait {
@@ -120,13 +122,14 @@ START_TEST(test_abort_ends_every_wait)
 	ck_assert_int_eq(pthread_join(th, NULL), 0);
 	ck_assert_int_eq(h.rc, GICE_ERR_ABORTED);
 	/* the kernel's wait ended too (its block ran to the end), all within 100 ms */
-	for (int i = 0; i < 100 && !w.t_end; i++)
+	for (int i = 0; i < 100 && !atomic_load(&w.t_end); i++)
 		usleep(2000);
-	ck_assert_int_eq(w.rc, GICE_ERR_ABORTED);
+	ck_assert_int_eq(atomic_load(&w.rc), GICE_ERR_ABORTED);
+	uint64_t w_end = atomic_load(&w.t_end);
 	fprintf(stderr, "abort: kernel wait ended after %llu ms, host wait %llu ms, sync %llu ms\n",
-		(unsigned long long)(w.t_end - t0), (unsigned long long)(h.t_end - t0),
+		(unsigned long long)(w_end - t0), (unsigned long long)(h.t_end - t0),
 		(unsigned long long)(t_sync - t0));
-	ck_assert_uint_le(w.t_end - t0, test_scaled(100));
+	ck_assert_uint_le(w_end - t0, test_scaled(100));
 	ck_assert_uint_le(h.t_end - t0, test_scaled(100));
 	ck_assert_uint_le(t_sync - t0, test_scaled(100));
 	/* later waits and operations fail at once */

@@ -366,15 +366,14 @@ END_TEST
 static Suite *suite(void)
 {
 	Suite *s = suite_create("hostile");
-	struct {
-		const char *name;
-		void (*setup)(void), (*member)(void);
-	} prov[] = {{"shm", setup_shm, setup_member_shm}, {"tcp", setup_tcp, setup_member_tcp}};
+	static const struct {
+		const char *name, *outsider, *member;
+		void (*setup)(void), (*setup_member)(void);
+	} prov[] = {{"shm", "outsider_shm", "member_shm", setup_shm, setup_member_shm},
+		    {"tcp", "outsider_tcp", "member_tcp", setup_tcp, setup_member_tcp}};
 
 	for (size_t i = 0; i < sizeof(prov) / sizeof(prov[0]); i++) {
-		char name[64];
-		snprintf(name, sizeof(name), "outsider_%s", prov[i].name);
-		TCase *tc = tcase_create(strdup(name));
+		TCase *tc = tcase_create(prov[i].outsider);
 		tcase_add_checked_fixture(tc, prov[i].setup, close_all);
 		tcase_set_timeout(tc, 120);
 		tcase_add_test(tc, packets_without_the_jobs_mac_are_dropped_and_counted);
@@ -382,9 +381,8 @@ static Suite *suite(void)
 		if (!strcmp(prov[i].name, "tcp"))
 			tcase_add_test(tc, the_jobs_mac_from_another_endpoint_is_dropped_and_counted);
 		suite_add_tcase(s, tc);
-		snprintf(name, sizeof(name), "member_%s", prov[i].name);
-		tc = tcase_create(strdup(name));
-		tcase_add_checked_fixture(tc, prov[i].member, teardown_member);
+		tc = tcase_create(prov[i].member);
+		tcase_add_checked_fixture(tc, prov[i].setup_member, teardown_member);
 		tcase_set_timeout(tc, 120);
 		tcase_add_test(tc, get_requests_with_bad_lengths_are_refused);
 		tcase_add_test(tc, rendezvous_announcements_never_read_the_devices_own_memory);

@@ -324,6 +324,8 @@ void ct_engine_destroy(ct_engine_t *e)
 	engine_free(e);
 }
 
+int ct_engine_auth(const ct_engine_t *e) { return e->auth; }
+
 int ct_engine_mr(const ct_engine_t *e, fab_mr_info_t *mr)
 {
 	if (!e->rma)

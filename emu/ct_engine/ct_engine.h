@@ -218,6 +218,9 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info);
 /* This device's registration for peers' rendezvous reads: GICE_ERR_UNSUPPORTED when the
  * provider has no remote reads or GICE_CT_RNDV_BYTES is 0. */
 int ct_engine_mr(const ct_engine_t *e, fab_mr_info_t *mr);
+/* GICE_CT_AUTH of this engine: 1 if it signs its packets and checks its peers' (every device of
+ * a job must agree). */
+int ct_engine_auth(const ct_engine_t *e);
 int ct_conn_open(ct_engine_t *e, const ct_conn_attr_t *attr, uint32_t *conn);
 int ct_conn_close(ct_engine_t *e, uint32_t conn);
 /* Queue a connection's requests go to (same connection → same CT → issue order kept). */

@@ -11,6 +11,9 @@
 
 #define CT_MSGS_PER_CT 1024u  /* message entries per CT (power of two) */
 #define CT_RESP_MSGS 1024u    /* response messages owned by the link */
+/* Logging on paths a peer can drive as fast as it likes (each bad packet): the first 10 of a
+ * count, then every 1000th, each line with the count. n counts from 0 (ct_stat_add's result). */
+#define CT_LOG_DUE(n) ((n) < 10 || (n) % 1000 == 0)
 #define CT_RESP_MIN_SHARE 16u /* response entries a peer may always hold (see resp_share) */
 #define CT_RESP_NACK_EXTRA 8u /* past its share, a peer's NACKs may take this many more */
 #define CT_PEER_WIN 256u      /* outstanding request ids per peer (power of two) */

@@ -66,7 +66,7 @@ static void signal_reject_log(ct_engine_t *e, uint32_t src, uint32_t msg_id, uin
 {
 	uint64_t n = ct_stat_add(e, CT_STAT_rx_bad_signal, 1);
 
-	if (n < 10 || n % 1000 == 0)
+	if CT_LOG_DUE(n)
 		gice_warn("ct", "device %u: put from device %u (msg %u) signals counter %u, %s (signal counters are "
 			  "the allocated ids in %u..%u): %s (%llu so far)", e->attr.gid, src, msg_id, sig_id,
 			  status == GICE_ERR_NOT_FOUND ? "which is not allocated" : "which is reserved or out of range",
@@ -125,8 +125,11 @@ static ct_rx_slot_t *rx_slot(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h)
 	if (s->id1 == h->msg_id + 1)
 		return s;
 	if (s->id1 || ct_psn_before(h->msg_id, p->rx_landed) || h->msg_id - p->rx_landed >= CT_PEER_WIN) {
-		gice_error("ct", "message %u from device %u is outside the receive window [%u, +%u)", h->msg_id,
-			   h->src_gid, p->rx_landed, CT_PEER_WIN);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
+		if (CT_LOG_DUE(n))
+			gice_error("ct", "message %u from device %u is outside the receive window [%u, +%u): dropped "
+				   "(%llu packets dropped so far)", h->msg_id, h->src_gid, p->rx_landed, CT_PEER_WIN,
+				   (unsigned long long)n + 1);
 		return NULL;
 	}
 	memset(s, 0, sizeof(*s));
@@ -146,7 +149,7 @@ void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
 		char mtu[64] = "";
 		if (h->op == CT_PKT_GET_REQ && h->aux && h->aux < CT_MTU_MIN) /* the cause: say it */
 			snprintf(mtu, sizeof(mtu), ", answer in packets of %llu bytes", (unsigned long long)h->aux);
-		if (n < 10 || n % 1000 == 0) /* a peer can send these as fast as it likes */
+		if CT_LOG_DUE(n) /* a peer can send these as fast as it likes */
 			gice_error("ct", "%s from device %u (msg %u): key 0x%llx offset %llu length %llu%s: %s "
 				   "(%llu refused so far)", ct_pkt_name(h->op), h->src_gid, h->msg_id,
 				   (unsigned long long)h->rkey, (unsigned long long)h->roff,
@@ -180,10 +183,8 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 	uint64_t off;
 	int rc;
 
-	if (!s) {
-		ct_stat_add(e, CT_STAT_rx_bad, 1);
-		return;
-	}
+	if (!s)
+		return; /* counted */
 	switch (h->op) {
 	case CT_PKT_PUT:
 		/* the whole message range is checked at every packet: all or nothing lands */
@@ -255,9 +256,10 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 	ct_msg_t *m = ct_req_by_id(e, p, h->aux, kind, &idx);
 
 	if (!m || !(m->need & NEED_RESP)) {
-		gice_error("ct", "%s from device %u for unknown request %llu: dropped", ct_pkt_name(h->op), h->src_gid,
-			   (unsigned long long)h->aux);
-		ct_stat_add(e, CT_STAT_rx_bad, 1);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
+		if (CT_LOG_DUE(n))
+			gice_error("ct", "%s from device %u for unknown request %llu: dropped (%llu packets dropped so far)",
+				   ct_pkt_name(h->op), h->src_gid, (unsigned long long)h->aux, (unsigned long long)n + 1);
 		return;
 	}
 	if (h->status) {
@@ -276,10 +278,11 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 	}
 	/* a rendezvous get takes one GET_GO and no data; any other get only data */
 	if (h->msg_len != m->req.len || (h->op == CT_PKT_GET_GO) != m->rndv || (m->rndv && m->recvd)) {
-		gice_error("ct", "%s of %u bytes from device %u for a %sget of %llu (msg %u): dropped",
-			   ct_pkt_name(h->op), h->msg_len, h->src_gid, m->rndv ? "rendezvous " : "",
-			   (unsigned long long)m->req.len, m->msg_id);
-		ct_stat_add(e, CT_STAT_rx_bad, 1);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
+		if (CT_LOG_DUE(n))
+			gice_error("ct", "%s of %u bytes from device %u for a %sget of %llu (msg %u): dropped (%llu packets "
+				   "dropped so far)", ct_pkt_name(h->op), h->msg_len, h->src_gid, m->rndv ? "rendezvous " : "",
+				   (unsigned long long)m->req.len, m->msg_id, (unsigned long long)n + 1);
 		return;
 	}
 	if (m->rndv) {
@@ -298,7 +301,7 @@ void ct_rx_message(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fr
 		size_t n = ct_proto_next(buf, len);
 		if (!n) {
 			uint64_t c = ct_stat_add(e, CT_STAT_rx_bad, 1);
-			if (c < 10 || c % 1000 == 0)
+			if CT_LOG_DUE(c)
 				gice_warn("ct", "dropped %zu trailing bytes of a fabric message: not a whole packet (%llu so far)",
 					  len, (unsigned long long)c + 1);
 			return;
@@ -331,7 +334,7 @@ static int rx_authentic(ct_engine_t *e, const uint8_t *buf, const ct_hdr_t *h, f
 		return 0;
 	}
 	uint64_t n = ct_stat_add(e, CT_STAT_rx_auth_bad, 1);
-	if (n < 10 || n % 1000 == 0)
+	if CT_LOG_DUE(n)
 		gice_warn("ct", "device %u: dropped %s claiming to come from device %u: %s (%llu so far)", e->attr.gid,
 			  ct_pkt_name(h->op), h->src_gid, why, (unsigned long long)n + 1);
 	return -1;
@@ -349,7 +352,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	    !((buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM) && ct_proto_csum_ok(buf, len))) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_csum_bad, 1);
 		ct_rx_csum_peer(e, buf, len);
-		if (n < 10 || n % 1000 == 0) /* per-packet path: rate-limited */
+		if CT_LOG_DUE(n) /* per-packet path: rate-limited */
 			gice_warn("ct", "dropped a packet of %zu bytes: %s (%llu so far)", len,
 				  len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM)
 					  ? "CRC32C mismatch" : "no checksum (GICE_CHECKSUM is on)",
@@ -358,7 +361,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	}
 	if (ct_proto_parse(buf, len, &h, &why)) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
-		if (n < 10 || n % 1000 == 0)
+		if CT_LOG_DUE(n)
 			gice_warn("ct", "dropped a malformed packet of %zu bytes: %s (%llu so far)", len, why,
 				  (unsigned long long)n + 1);
 		return;
@@ -371,7 +374,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present ||
 	    e->peers[h.src_gid].dead) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_unknown_peer, 1);
-		if (n < 10 || n % 1000 == 0)
+		if CT_LOG_DUE(n)
 			gice_warn("ct", "dropped %s from device %u to device %u (this is device %u%s; %llu so far)",
 				  ct_pkt_name(h.op), h.src_gid, h.dst_gid, e->attr.gid,
 				  h.src_gid < e->max_peers && e->peers[h.src_gid].dead ? ", sender declared dead" : "",
@@ -400,9 +403,10 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 		return;
 	}
 	if (d >= CT_PSN_WIN) {
-		ct_stat_add(e, CT_STAT_rx_bad, 1);
-		gice_warn("ct", "psn %u from device %u is beyond the window (next %u): dropped", h.psn, h.src_gid,
-			  p->rx_next_psn);
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
+		if (CT_LOG_DUE(n))
+			gice_warn("ct", "psn %u from device %u is beyond the window (next %u): dropped (%llu packets dropped "
+				  "so far)", h.psn, h.src_gid, p->rx_next_psn, (unsigned long long)n + 1);
 		return;
 	}
 	p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] |= 1ull << (h.psn % 64);

@@ -95,5 +95,6 @@ int bench_memcpy(void);
 int bench_launch(void);
 int bench_stress(void);
 int bench_rate(void);
+int bench_soak(void);
 
 #endif

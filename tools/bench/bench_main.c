@@ -19,6 +19,8 @@
  *                            large exchange both ways at once; every byte and every signal count
  *                            verified, one "intact" line per device with the reliability and
  *                            fault counters (docs/gice-bench.md).
+ *   bench_soak.c    soak     1,000,000 (--iters) triggered put_signals; every rank's RSS sampled
+ *                            50 times must end within 5% of where it started.
  * --csv prints bench,transport,ranks,bytes,iters,p50_us,p99_us,MBps,busbw_MBps. */
 #include <errno.h>
 #include <getopt.h>
@@ -96,7 +98,8 @@ static void usage(FILE *f)
 		   "       gice-bench launch [--csv] [--iters N] [--blocks 1,4,...] [--provider NAME]\n"
 		   "       gice-bench rate [--csv] [--sizes 8,4096,...] [--window N] [--iters N] [--provider NAME]\n"
 		   "       gice-bench stress [--csv] [--iters N] [--bytes B] [--chunk B] [--window N] [--seed S] "
-		   "[--timeout-ms MS] [--provider NAME]\n");
+		   "[--timeout-ms MS] [--provider NAME]\n"
+		   "       gice-bench soak [--iters N] [--provider NAME]\n");
 }
 
 /* A number with an optional k, m or g suffix (binary), within [min, max]; 0 on success. */
@@ -205,7 +208,8 @@ int main(int argc, char **argv)
 		opt.blocks[opt.nblocks++] = (uint32_t)v;
 	}
 	CHECK(gice_init());
-	int table = strcmp(argv[optind], "idle") && (strcmp(argv[optind], "stress") || opt.csv);
+	int table = strcmp(argv[optind], "idle") && strcmp(argv[optind], "soak") &&
+		    (strcmp(argv[optind], "stress") || opt.csv);
 	if (table && gice_rank() == 0)
 		header();
 	if (!strcmp(argv[optind], "trigger"))
@@ -222,6 +226,8 @@ int main(int argc, char **argv)
 		rc = bench_launch();
 	else if (!strcmp(argv[optind], "rate"))
 		rc = bench_rate();
+	else if (!strcmp(argv[optind], "soak"))
+		rc = bench_soak();
 	else {
 		usage(stderr);
 		rc = 2;
