@@ -275,6 +275,16 @@ static int signal_rank(uint32_t r, int sig, uint64_t at_ns, const char *spec)
 
 	if ((rc = rank_pid(r, spec, &pid)))
 		return rc;
+	if (at_ns <= gice_now_ns()) { /* due now (@0): at once, not at the watchdog's next look */
+		fprintf(stderr, "gice: rank %u: fault injection %s_rank=%u: %s process %d\n", api_g.rank,
+			sig == SIGKILL ? "kill" : "hang", r, sig == SIGKILL ? "killing" : "stopping", pid);
+		if (kill(pid, sig)) {
+			gice_error("fault", "gice_faults_set(\"%s\"): kill(%d, %s): %m", spec, pid,
+				   sig == SIGKILL ? "SIGKILL" : "SIGSTOP");
+			return GICE_ERR_UNSUPPORTED;
+		}
+		return GICE_OK;
+	}
 	for (size_t i = 0; i < GICE_ARRAY_SIZE(api_g.fault_sig); i++) {
 		struct api_fault_signal *fs = &api_g.fault_sig[i];
 		uint64_t none = 0;

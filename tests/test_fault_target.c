@@ -965,6 +965,71 @@ START_TEST(test_job_runtime_faults_one_rank)
 }
 END_TEST
 
+/* Rank 0 hangs rank 1 at run time (SIGSTOP: alive, silent): its put to rank 1 fails with
+ * GICE_ERR_PEER_HUNG. Rank 0 then kills the stopped rank (whatever happened: a stopped process
+ * would outlive the test). */
+static int hang_from_rank0(int rank, int size)
+{
+	gice_device_t *d;
+	void *p;
+	struct {
+		struct shared s;
+		int32_t pid, pad;
+	} me = {.pid = getpid()}, all[2];
+	gice_counter_t done;
+
+	(void)size;
+	FAILIF(gice_init(), "init");
+	FAILIF(gice_device_open(NULL, &d), "open");
+	FAILIF(gice_mem_alloc(d, MIB, &p) || gice_mem_register(d, p, MIB, &me.s.key), "mem");
+	FAILIF(gice_counter_alloc(d, &done), "counter");
+	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
+	if (rank == 1) {
+		sleep(30); /* stopped, then killed */
+		return 3;
+	}
+	gice_conn_t c;
+	int set = gice_faults_set(d, "hang_rank=1@0"), rc = GICE_ERR_INVALID;
+	for (int i = 0; set == GICE_OK && i < 2000; i++) { /* until its process shows stopped ('T') */
+		char path[64], stat[256] = "";
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)all[1].pid);
+		FILE *fp = fopen(path, "r");
+		size_t n = fp ? fread(stat, 1, sizeof(stat) - 1, fp) : 0;
+		if (fp)
+			fclose(fp);
+		stat[n] = 0;
+		const char *paren = strrchr(stat, ')');
+		if (paren && paren[1] == ' ' && paren[2] == 'T')
+			break;
+		usleep(1000);
+	}
+	if (set == GICE_OK && gice_conn_open(d, gice_device_id_of(1, 0), NULL, &c) == GICE_OK) {
+		gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p, .bytes = 64, .rkey = all[1].s.key,
+				.signal = GICE_NO_COUNTER, .completion = done};
+		if ((rc = gice_post(d, &op)) == GICE_OK)
+			rc = gice_counter_wait(d, done, GICE_CMP_GE, 1, 10000, NULL);
+	}
+	kill(all[1].pid, SIGKILL);
+	fprintf(stderr, "rank 0: hang_rank=1@0: %s; the put to rank 1 ended %s\n", gice_status_name(set),
+		gice_status_name(rc));
+	FAILIF(set != GICE_OK, "hang_rank=1@0 refused");
+	FAILIF(rc != GICE_ERR_PEER_HUNG, "put to the hung rank: %s", gice_status_name(rc));
+	gice_device_close(d);
+	gice_finalize();
+	return 0;
+}
+
+START_TEST(test_job_rank0_hangs_rank1)
+{
+	static const char *const env[] = {"GICE_TIMEOUT_MS=500", "GICE_PLANE=net", NULL};
+	int st[2];
+
+	run_job(2, 2, hang_from_rank0, "shm", env, st, NULL);
+	ck_assert_int_eq(st[0], 0);
+	ck_assert_int_eq(st[1], 128 + SIGKILL);
+}
+END_TEST
+
 /* Header corruption with checksums off (GICE_CHECKSUM=0; ACKs corrupted too): the job may go
  * wrong, but never silently: each put succeeds or fails with a named status within the no-
  * progress timeout, and every rank ends (none is killed by the harness's alarm). */
@@ -1078,6 +1143,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_job_same_seed_same_counts);
 	tcase_add_test(tc, test_job_partition_heals);
 	tcase_add_test(tc, test_job_rank0_kills_rank2);
+	tcase_add_test(tc, test_job_rank0_hangs_rank1);
 	tcase_add_test(tc, test_job_runtime_faults_one_rank);
 	tcase_add_test(tc, test_job_header_corruption_named);
 	suite_add_tcase(s, tc);
