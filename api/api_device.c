@@ -241,6 +241,8 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 		goto err_slot;
 	d->base = hbm_base(d->hbm);
 	d->size = hbm_size(d->hbm);
+	if ((rc = api_pool_setup(d)))
+		goto err_hbm;
 	snprintf(name, sizeof(name), "gice-tm-%u", d->gid);
 	if ((rc = tm_region_create(&lay, name, &d->tm)))
 		goto err_hbm;
@@ -358,9 +360,11 @@ int gice_device_close(gice_device_t *d)
 		api_stats_add(&api_g.closed_stats, &st);
 		pthread_mutex_unlock(&api_g.lock);
 	}
+	api_storage_quiesce(d); /* file operations end before the CTs stop */
 	if (api_g.stats)
 		api_print_peer_stats(d);
 	ct_engine_destroy(d->ct);
+	api_storage_destroy(d);
 	d->smt = NULL;
 	tm_region_destroy(d->tm);
 	api_device_bury(d->ep, d->hbm);
@@ -410,12 +414,7 @@ const char *gice_device_provider(const gice_device_t *d) { return d->ep->provide
 
 int gice_mem_alloc(gice_device_t *d, size_t size, void **ptr)
 {
-	uint64_t off;
-	int rc = hbm_alloc(d->hbm, size, 0, &off);
-
-	if (rc == GICE_OK)
-		*ptr = d->base + off;
-	return rc;
+	return gice_pool_alloc(d, GICE_POOL_COMPUTE, size, ptr); /* api_pool.c */
 }
 
 int gice_mem_free(gice_device_t *d, void *ptr)

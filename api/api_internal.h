@@ -12,6 +12,7 @@
 #include "emu/ct_engine/ct_engine.h"
 #include "emu/hbm/hbm.h"
 #include "emu/sm_threads/sm_threads.h"
+#include "emu/storage/storage.h"
 #include "emu/triggermem/triggermem.h"
 #include "fabric/bootstrap.h"
 #include "fabric/fabric.h"
@@ -35,6 +36,9 @@ struct gice_device {
 	/* its first error (gice_device_error), under api_g.err_lock; set once */
 	gice_error_info_t err;
 	char err_text[640];
+	/* storage path and pools (api_storage.c, api_pool.c) */
+	_Atomic(sto_engine_t *) sto; /* started by the first gice_file_open, under api_g.lock */
+	uint64_t comm_off;           /* the communication pool is [comm_off, size); size: none */
 };
 
 struct launch;
@@ -172,6 +176,23 @@ void api_device_bury(fab_ep_t *ep, hbm_t *hbm);
 int api_push_req(gice_device_t *d, ct_req_t *r, int by_kernel, const char *who);
 /* api_stream.c: GICE_MODE=host, a kernel's operations deferred to its end */
 int api_launch_defer(gice_kctx_t *k, ct_req_t *r);
+/* ---- storage path and pools (issue 12) */
+/* api_storage.c: op (GICE_OP_FILE_*) as a request (r's common fields already set). */
+int api_file_req(gice_device_t *d, const gice_op_t *op, ct_req_t *r);
+/* Before the engine stops: refuse new file operations, finish the accepted ones. After it has
+ * stopped: stop the storage engine. */
+void api_storage_quiesce(gice_device_t *d);
+void api_storage_destroy(gice_device_t *d);
+void api_storage_stats(gice_device_t *d, sto_stats_t *st);
+/* api_pool.c: the pools' bounds for a device of d->size bytes (GICE_COMM_POOL_BYTES);
+ * GICE_ERR_CONFIG when the quota leaves no compute pool. */
+int api_pool_setup(gice_device_t *d);
+typedef struct {
+	uint64_t pool_comm_used, pool_comm_free, pool_comm_largest;
+	uint64_t pool_comp_used, pool_comp_free, pool_comp_largest;
+} api_pool_stats_t;
+void api_pool_stats(gice_device_t *d, api_pool_stats_t *st);
+extern const gice_param_t api_pool_params[];
 int api_launch_flush(gice_kctx_t *k);
 /* The kernel of k failed (first failure kept: block, what, status); its stream reports it. */
 void api_kernel_failed(gice_kctx_t *k, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -214,6 +214,9 @@ static int op_to_req(gice_device_t *d, const gice_op_t *op, ct_req_t *r)
 		if (!api_ctr_ok(d, op->signal))
 			return GICE_ERR_INVALID;
 		break;
+	case GICE_OP_FILE_READ:
+	case GICE_OP_FILE_WRITE:
+		return api_file_req(d, op, r); /* api_storage.c */
 	default:
 		gice_error("api", "unknown operation type %d", (int)op->type);
 		return GICE_ERR_INVALID;

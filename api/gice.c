@@ -364,14 +364,21 @@ int gice_finalize(void)
 /* Where gice_device_stats reads a counter: the from column of GICE_STATS_LIST. */
 #define API_STAT_FROM_ENGINE(name, field) c.v[CT_STAT_##name]
 #define API_STAT_FROM_FAULT(name, field) f.field
+#define API_STAT_FROM_STORAGE(name, field) s.name
+#define API_STAT_FROM_POOL(name, field) p.name
 
 int gice_device_stats(gice_device_t *d, gice_stats_t *st)
 {
 	ct_stats_t c;
 	fab_fault_stats_t f = {0}; /* zero when the device has no fault injector */
 
+	sto_stats_t s;
+	api_pool_stats_t p;
+
 	ct_engine_stats(d->ct, &c);
 	fab_fault_stats(d->ep, &f);
+	api_storage_stats(d, &s);
+	api_pool_stats(d, &p);
 #define API_STAT_FILL(name, from, field, help) st->name = API_STAT_FROM_##from(name, field);
 	GICE_STATS_LIST(API_STAT_FILL)
 #undef API_STAT_FILL
@@ -382,6 +389,8 @@ int gice_device_peer_stats(gice_device_t *d, uint32_t peer, gice_peer_stats_t *s
 {
 	ct_stats_t c;
 	fab_fault_stats_t f = {0};
+	sto_stats_t s = {0};     /* storage and pools are the device's, not a peer's: not per peer */
+	api_pool_stats_t p = {0};
 	gice_stats_t all;
 	int rc;
 
@@ -422,7 +431,7 @@ uint32_t gice_device_trace(gice_device_t *d, gice_trace_t *out, uint32_t max)
 void gice_config_list(gice_param_cb cb, void *arg)
 {
 	const gice_param_t *tables[] = {gice_common_params, api_params, smt_params, ct_params,
-					tm_params, hbm_params, fab_params, boot_params};
+					tm_params, hbm_params, fab_params, boot_params, sto_params, api_pool_params};
 
 	for (size_t t = 0; t < GICE_ARRAY_SIZE(tables); t++)
 		for (const gice_param_t *p = tables[t]; p->name; p++) {

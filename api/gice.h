@@ -164,6 +164,10 @@ typedef enum {
 	GICE_OP_ATOMIC_CSWAP = 4, /* 64-bit compare-and-swap; old value to result */
 	GICE_OP_COUNTER_ADD = 5,  /* local counter += value (chaining) */
 	GICE_OP_COUNTER_SET = 6,  /* local counter = value */
+	/* storage path (gice_file_open): bytes of device memory at local <-> file rkey (a gice_file_t)
+	 * at file offset roff; completion gains one when all bytes have moved */
+	GICE_OP_FILE_READ = 7,    /* file -> device memory */
+	GICE_OP_FILE_WRITE = 8,   /* device memory -> file */
 } gice_op_type_t;
 
 /* Signal flags: SET (default) or ADD, weak (default: applied when this put has landed) or
@@ -238,6 +242,61 @@ int gice_stream_write_value(gice_stream_t *s, gice_counter_t ctr, uint64_t value
  * GICE_TIMEOUT_MS without progress (a kernel that runs long while its device moves never times
  * out). */
 int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms);
+
+/* ================================================================ storage path and memory pools
+ * (issue 12; kept in one section)
+ *
+ * Files into and out of device memory (GPUDirect Storage emulation). A file is opened once at
+ * set-up; reads and writes are operations like puts: a kernel issues them (gice_file_read,
+ * gice_file_write in gice_device.h), an armed descriptor fires them (gice_arm with
+ * GICE_OP_FILE_READ / GICE_OP_FILE_WRITE: rkey is the gice_file_t, roff the file offset), or
+ * the host posts them (gice_post). A CT hands them to the device's storage engine (a thread over
+ * io_uring, GICE_IO_BACKEND), which cuts them into GICE_IO_CHUNK pieces, GICE_IO_QD in flight,
+ * with O_DIRECT for the 4 KiB-aligned parts (GICE_IO_DIRECT) and the page cache for the rest.
+ * The completion counter gains one when every byte has moved, or records the failure:
+ * GICE_ERR_OUT_OF_BOUNDS (a read past the end of the file), GICE_ERR_NO_SPACE (ENOSPC, EDQUOT,
+ * EFBIG), GICE_ERR_ACCESS (EBADF: a write to a file opened read-only; EACCES, EROFS),
+ * GICE_ERR_IO (EIO and the rest), GICE_ERR_INVALID (file not open, range past the end of device
+ * memory), GICE_ERR_UNREGISTERED (a buffer that is not device memory: also returned by the call);
+ * gice_file_error gives the message, naming the file, offset, length and errno.
+ * File operations are not ordered among themselves or with puts: see docs/storage.md. */
+typedef uint32_t gice_file_t;
+enum {
+	GICE_FILE_READ = 1u << 0,
+	GICE_FILE_WRITE = 1u << 1,
+	GICE_FILE_CREATE = 1u << 2,    /* create when missing (mode 0644) */
+	GICE_FILE_TRUNC = 1u << 3,     /* truncate to 0 at open */
+	GICE_FILE_NO_DIRECT = 1u << 4, /* page cache only, never O_DIRECT */
+};
+/* Open path on dev (the first open starts dev's storage engine). GICE_ERR_NOT_FOUND (missing
+ * file), GICE_ERR_ACCESS (permissions, read-only file system), GICE_ERR_OVERFLOW
+ * (GICE_IO_MAX_FILES open), GICE_ERR_INVALID (no READ/WRITE flag, path too long),
+ * GICE_ERR_UNSUPPORTED (GICE_IO_BACKEND=uring where io_uring cannot start); logged with the path
+ * and errno. */
+int gice_file_open(gice_device_t *dev, const char *path, unsigned flags, gice_file_t *file);
+/* GICE_ERR_BUSY while operations on it are outstanding; GICE_ERR_INVALID if not open. */
+int gice_file_close(gice_device_t *dev, gice_file_t file);
+/* The last failure of an operation on file (GICE_OK if none); its message into buf (len bytes,
+ * may be NULL). */
+int gice_file_error(gice_device_t *dev, gice_file_t file, char *buf, size_t len);
+
+/* Device memory pools. With GICE_COMM_POOL_BYTES > 0, the top of each device's memory is a
+ * communication pool of that many bytes (buffers to register for communication) and the rest is
+ * the compute pool that gice_mem_alloc serves, so that neither starves the other; with 0 (the
+ * default) there is one pool and GICE_POOL_COMM allocations come from it. Free with
+ * gice_mem_free. GICE_ERR_NO_MEMORY past a pool's quota, logged as "<pool> pool exhausted: alloc
+ * of N bytes aligned to A, F bytes free in the pool, largest free block L (pool of P bytes)";
+ * GICE_ERR_INVALID for size 0 or an unknown pool. */
+typedef enum { GICE_POOL_COMPUTE = 0, GICE_POOL_COMM = 1 } gice_pool_t;
+int gice_pool_alloc(gice_device_t *dev, gice_pool_t pool, size_t size, void **ptr);
+typedef struct {
+	uint64_t bytes;        /* the pool's size */
+	uint64_t used, free;
+	uint64_t largest_free; /* largest free block: 1 - largest_free / free is the fragmentation */
+	uint32_t free_blocks;
+} gice_pool_usage_t;
+int gice_pool_usage(gice_device_t *dev, gice_pool_t pool, gice_pool_usage_t *usage);
+/* ================================================================ end of storage and pools */
 
 /* ---------------------------------------------------------------- introspection */
 

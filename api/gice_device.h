@@ -78,6 +78,17 @@ int gice_fence(gice_kctx_t *k, gice_conn_t conn);
  * GICE_TIMEOUT_MS without progress. */
 int gice_quiet(gice_kctx_t *k);
 
+/* ---- storage path (issue 12): a file's bytes into / out of device memory (gice_file_open).
+ * file_read: bytes at file offset file_off into device memory dst; file_write: bytes of device
+ * memory src to the file at file_off. Non-blocking, as puts: GICE_OK once queued; completion
+ * gains one when every byte has moved or records the failure (gice.h lists them). The buffer
+ * must not be written (read: read) by anyone until then. */
+int gice_file_read(gice_kctx_t *k, gice_file_t file, void *dst, uint64_t file_off, size_t bytes,
+		   gice_completion_t completion);
+int gice_file_write(gice_kctx_t *k, gice_file_t file, const void *src, uint64_t file_off, size_t bytes,
+		    gice_completion_t completion);
+/* ---- end of storage path */
+
 /* Errors reach the host. The kernel fails with status (< 0) and what (a short text, copied):
  * the first failure of a kernel — this, a failed gice_wait_until or gice_quiet (but not a wait
  * that timed out at its own explicit timeout) — is logged with its block and becomes its

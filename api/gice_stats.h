@@ -6,7 +6,9 @@
  * GICE_STATS_LIST(X) calls X(name, from, field, help) once per counter, in gice_stats_t order:
  *   name   the gice_stats_t field (uint64_t), also the name GICE_STATS=1 and gice-info print;
  *   from   where gice_device_stats reads it: ENGINE, the device's CT engine (counted by the
- *          engine, index CT_STAT_<name>), or FAULT, the device's fault injector (GICE_FAULTS);
+ *          engine, index CT_STAT_<name>), FAULT, the device's fault injector (GICE_FAULTS),
+ *          STORAGE, the device's storage engine (sto_stats_t.<name>), or POOL, the device
+ *          memory pools (gauges of their state now, not counts: api_pool_stats_t.<name>);
  *   field  for FAULT, the injector's count it is (fab_fault_stats_t); '_' for ENGINE;
  *   help   one line: what is counted.
  * Every counter counts from the device's open; none is ever reset. Self-contained: no include. */
@@ -47,6 +49,19 @@
 	X(rndv_ops,         ENGINE, _,          "puts and gets issued here whose data moved by rendezvous (remote read or plane copy)") \
 	X(rx_auth_bad,      ENGINE, _,          "packets dropped: MAC not the job's, or sent from another endpoint than the device they claim") \
 	X(resp_refused,     ENGINE, _,          "requests refused (AGAIN) or NACKs not sent: their peer holds its share of the response pool") \
+	X(io_reads,         STORAGE, _,         "storage path: file reads into device memory completed (either outcome)") \
+	X(io_writes,        STORAGE, _,         "storage path: file writes from device memory completed (either outcome)") \
+	X(io_read_bytes,    STORAGE, _,         "storage path: bytes read from files into device memory")           \
+	X(io_write_bytes,   STORAGE, _,         "storage path: bytes written from device memory to files")          \
+	X(io_direct_bytes,  STORAGE, _,         "storage path: of those bytes, the ones moved with O_DIRECT (no page cache)") \
+	X(io_failed,        STORAGE, _,         "storage path: file reads and writes that failed")                 \
+	X(io_short,         STORAGE, _,         "storage path: short reads or writes continued where they stopped") \
+	X(pool_comm_used,   POOL,   _,          "gauge: bytes allocated in the communication pool (GICE_COMM_POOL_BYTES)") \
+	X(pool_comm_free,   POOL,   _,          "gauge: bytes free in the communication pool")                      \
+	X(pool_comm_largest, POOL, _,      "gauge: largest free block of the communication pool (fragmentation: 1 - largest / free)") \
+	X(pool_comp_used, POOL,  _,          "gauge: bytes allocated in the compute pool (gice_mem_alloc)")      \
+	X(pool_comp_free, POOL,  _,          "gauge: bytes free in the compute pool")                            \
+	X(pool_comp_largest, POOL, _,   "gauge: largest free block of the compute pool") \
 	X(fault_paced,      FAULT,  paced,      "injected faults: sends a rate cap (rate=) refused for now")
 /* clang-format on */
 

@@ -31,7 +31,9 @@ extern "C" {
 	X(GICE_ERR_NO_DEVICE, -18, "no such device")                                 \
 	X(GICE_ERR_CONFIG, -19, "bad configuration value")                           \
 	X(GICE_ERR_PEER_HUNG, -20, "peer process is alive but not responding")       \
-	X(GICE_ERR_ABORTED, -21, "device aborted")
+	X(GICE_ERR_ABORTED, -21, "device aborted")                                   \
+	X(GICE_ERR_NO_SPACE, -22, "no space left on the storage device")             \
+	X(GICE_ERR_ACCESS, -23, "permission denied or file not open for this access")
 
 typedef enum {
 #define GICE_STATUS_ENUM_(name, val, str) name = val,

@@ -1,1 +1,2 @@
 LIB_SRCS += api/gice.c api/api_device.c api/api_ops.c api/api_stream.c api/api_watchdog.c
+LIB_SRCS += api/api_storage.c api/api_pool.c

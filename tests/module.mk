@@ -13,4 +13,5 @@ TESTS += test_failure test_completions
 TESTS += test_launch test_progress test_get
 TESTS += test_hostile
 TEST_SCRIPTS += test_bench
+TESTS += test_storage
 TEST_SCRIPTS += test_auth

@@ -3,7 +3,8 @@
 # says: the CSV header, then rows of the 9 columns (bench, transport, ranks, bytes, iters and
 # four numbers), one per size or grid; rate also its '# rate S B window W: N msgs/s' line after
 # each row, in one process and on 2 ranks under gicerun (GICE_PLANE=net); idle and stress their
-# comment lines; soak its verdict per rank; a usage error exits 2. The figures themselves are not judged here.
+# comment lines; file-read and file-write five and three rows per size; soak its verdict per rank;
+# a usage error exits 2. The figures themselves are not judged here.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -66,6 +67,16 @@ has '^# idle device: [0-9.]+% of a core$' 1
 run "stress" "$bench" stress --csv --iters 100 --bytes 256k --chunk 64k
 rows stress "859155,100 859155,100"
 has '^# stress: device [01]: 100 puts \+ 262144 B both ways intact' 2
+
+tmpf=$(mktemp "${TMPDIR:-/tmp}/gice-bench-file-XXXXXX")
+head -c 4194304 /dev/zero > "$tmpf"
+run "file-read" "$bench" file-read --csv --file "$tmpf" --sizes 1m,4m
+rows file-read "1048576,1 1048576,1 1048576,1 1048576,1 1048576,1 4194304,1 4194304,1 4194304,1 4194304,1 4194304,1"
+run "file-write" "$bench" file-write --csv --file "$tmpf" --sizes 2m
+rows file-write "2097152,1 2097152,1 2097152,1"
+run "file-read without --file" "$bench" file-read
+[ "$rc" = 2 ] || { echo "FAIL: file-read without --file exits $rc, expected 2"; fail=1; }
+rm -f "$tmpf"
 
 run "soak, 2 ranks" "$build/bin/gicerun" -n 2 "$bench" soak --iters 20000
 has '^soak: rank [01]: 20000 triggered puts, RSS first [0-9]+ KiB, last [0-9]+ KiB \([-+][0-9.]+%\): flat$' 2

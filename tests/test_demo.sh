@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Description: the demo as users run it — one process with 4 devices, `gicerun -n 4` (make run)
-# and 2 ranks with 2 devices each — checks every block it moves and says so on every rank.
+# and 2 ranks with 2 devices each — checks every block it moves and says so on every rank; with
+# --checkpoint, every step's block is also checkpointed to a file and reloaded by triggers, and
+# checked on the device.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -22,5 +24,15 @@ check() { # name expected-ranks command...
 check "one process, 4 devices" 1 "$build/bin/gice-demo"
 check "gicerun -n 4" 4 "$build/bin/gicerun" -n 4 "$build/bin/gice-demo"
 check "gicerun -n 2 --devices-per-rank 2" 2 "$build/bin/gicerun" -n 2 --devices-per-rank 2 "$build/bin/gice-demo"
+ckdir=$(mktemp -d "${TMPDIR:-/tmp}/gice-demo-ckpt-XXXXXX")
+out=$(timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 "$build/bin/gice-demo" --checkpoint "$ckdir" 2>&1)
+rc=$?
+echo "$out" | grep -E "checkpoint"
+if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every checkpoint intact')" != 2 ] ||
+	[ "$(ls "$ckdir" | wc -l)" != 2 ]; then
+	echo "FAIL: gicerun -n 2 gice-demo --checkpoint (rc $rc)"
+	fail=1
+fi
+rm -rf "$ckdir"
 [ $fail = 0 ] && echo "demo: all passed"
 exit $fail

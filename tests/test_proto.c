@@ -241,10 +241,10 @@ static const char *slurp_doc(void)
 /* the number of lines of doc that start with prefix (a table row such as "| 88 | 8 | `mac` |") */
 static int rows(const char *doc, const char *prefix)
 {
-	char want[160];
+	char want[192];
 	int n = 0;
 
-	snprintf(want, sizeof(want), "\n%s", prefix);
+	ck_assert_int_lt(snprintf(want, sizeof(want), "\n%s", prefix), (int)sizeof(want));
 	for (const char *p = doc; (p = strstr(p, want)); p++)
 		n++;
 	return n;

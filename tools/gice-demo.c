@@ -7,7 +7,14 @@
  * armed zero-byte put_signal telling the left neighbour its block was consumed. The next step's
  * kernel is bound to the arrival (stream wait on the signal), the consumption credit and the
  * send completion. The host enqueues all steps, then only waits: its CPU time per message is
- * printed. One rank: 4 devices in this process. Under gicerun -n N: one device per rank. */
+ * printed. One rank: 4 devices in this process. Under gicerun -n N: one device per rank.
+ *
+ * --checkpoint DIR: every device also checkpoints each step's block to DIR/gice-ckpt-GID.bin by
+ * trigger (its stream writes a trigger that fires an armed file write of the block), and once
+ * the write has completed a second trigger fires an armed file read of it into another buffer,
+ * whose completion releases a kernel that checks it: each step's checkpoint is reloaded and
+ * verified on the device, with no host code per step. The file holds the last two steps (one
+ * slot per outgoing buffer, as the descriptors are fixed data). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +64,33 @@ struct dev {
 	gice_completion_t credits_sent;
 	uint64_t *errors; /* device memory */
 	double *sink;
+	/* --checkpoint */
+	gice_file_t file;
+	gice_trigger_t ck, rl;         /* fire the write / the reload of the step's slot */
+	gice_completion_t ckdone, rldone;
+	uint8_t *back;                 /* the reloaded block */
+	uint64_t *ckerrors;            /* device memory: reloaded bytes that differ */
 };
+
+struct ckargs {
+	const uint8_t *back;
+	uint32_t gid;
+	uint64_t step;
+	uint64_t *errors;
+};
+
+/* The reloaded checkpoint of step `step` is that step's block. */
+static void verify_kernel(gice_kctx_t *k, void *a_)
+{
+	struct ckargs *a = a_;
+	size_t per = BYTES / gice_grid_dim(k), lo = per * gice_block_idx(k);
+	uint64_t bad = 0;
+
+	for (size_t i = lo; i < lo + per; i++)
+		bad += a->back[i] != block_byte(a->step, a->gid, i);
+	if (bad)
+		__atomic_fetch_add(a->errors, bad, __ATOMIC_RELAXED);
+}
 
 struct kargs {
 	uint8_t *buf;
@@ -88,8 +121,59 @@ static void step_kernel(gice_kctx_t *k, void *a_)
 	a->sink[gice_block_idx(k)] = acc;
 }
 
-int main(void)
+/* --checkpoint: the file, the counters and the armed descriptors of device x. */
+static void checkpoint_setup(struct dev *x, const char *dir)
 {
+	char path[512];
+	gice_desc_t desc;
+	void *p;
+
+	snprintf(path, sizeof(path), "%s/gice-ckpt-%u.bin", dir, x->me.gid);
+	TRY(gice_file_open(x->d, path, GICE_FILE_READ | GICE_FILE_WRITE | GICE_FILE_CREATE | GICE_FILE_TRUNC,
+			   &x->file));
+	TRY(gice_mem_alloc(x->d, BYTES, &p));
+	x->back = p;
+	x->ckerrors = x->errors + 1;
+	*x->ckerrors = 0;
+	TRY(gice_counter_alloc(x->d, &x->ck));
+	TRY(gice_counter_alloc(x->d, &x->rl));
+	TRY(gice_counter_alloc(x->d, &x->ckdone));
+	TRY(gice_counter_alloc(x->d, &x->rldone));
+	for (int slot = 0; slot < 2; slot++) { /* step s uses slot s % 2: fires at 1, 3, 5... or 2, 4, 6... */
+		gice_op_t w = {.type = GICE_OP_FILE_WRITE, .local = x->buf + slot * BYTES, .bytes = BYTES,
+			       .rkey = x->file, .roff = (uint64_t)slot * BYTES, .signal = GICE_NO_COUNTER,
+			       .completion = x->ckdone};
+		gice_op_t r = {.type = GICE_OP_FILE_READ, .local = x->back, .bytes = BYTES, .rkey = x->file,
+			       .roff = (uint64_t)slot * BYTES, .signal = GICE_NO_COUNTER, .completion = x->rldone};
+		TRY(gice_arm(x->d, x->ck, slot ? 1 : 2, 2, &w, &desc));
+		TRY(gice_arm(x->d, x->rl, slot ? 1 : 2, 2, &r, &desc));
+	}
+}
+
+/* --checkpoint: step s's block to the file by trigger, back by trigger, checked by a kernel. */
+static void checkpoint_step(struct dev *x, uint64_t s)
+{
+	struct ckargs a = {.back = x->back, .gid = x->me.gid, .step = s, .errors = x->ckerrors};
+
+	TRY(gice_stream_write_value(x->s, x->ck, 1, 1));
+	TRY(gice_stream_wait_value(x->s, x->ckdone, GICE_CMP_GE, s, 0));
+	TRY(gice_stream_write_value(x->s, x->rl, 1, 1));
+	TRY(gice_stream_wait_value(x->s, x->rldone, GICE_CMP_GE, s, 0));
+	TRY(gice_launch(x->s, verify_kernel, 4, &a, sizeof(a)));
+}
+
+int main(int argc, char **argv)
+{
+	const char *ckpt_dir = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc) {
+			ckpt_dir = argv[++i];
+		} else {
+			fprintf(stderr, "usage: gice-demo [--checkpoint DIR]\n");
+			return 2;
+		}
+	}
 	TRY(gice_init());
 	uint32_t world = gice_world_size(), rank = gice_rank();
 	/* one rank: 4 devices; a job: gice_devices_per_rank() each (gicerun --devices-per-rank) */
@@ -149,6 +233,8 @@ int main(void)
 				    .signal = left->credit, .signal_flags = GICE_SIGNAL_ADD,
 				    .completion = x->credits_sent};
 		TRY(gice_arm(x->d, x->consumed, 1, 1, &credit, &desc));
+		if (ckpt_dir)
+			checkpoint_setup(x, ckpt_dir);
 	}
 	if (world > 1)
 		TRY(gice_barrier()); /* every rank armed before any block flies */
@@ -168,6 +254,8 @@ int main(void)
 			if (s > 2) /* every earlier put from our outgoing slot s%2 has completed */
 				TRY(gice_stream_wait_value(x->s, x->sent[s % 2], GICE_CMP_GE, (s - 1) / 2, 0));
 			TRY(gice_launch(x->s, step_kernel, 4, &a, sizeof(a)));
+			if (ckpt_dir) /* before the block's slot is written again, two steps on */
+				checkpoint_step(x, s);
 			if (s > 1) /* tell the left its block of step s-1 is consumed */
 				TRY(gice_stream_write_value(x->s, x->consumed, 1, 1));
 			if (s > 2) /* the right consumed the block we are about to overwrite there */
@@ -228,6 +316,17 @@ int main(void)
 		       "%.2f, out -> delivered and acknowledged %.2f\n",
 		       rank, n, st[0][n / 2], st[1][n / 2], st[2][n / 2]);
 	printf("rank %u: data check: %s\n", rank, errors ? "FAILED" : "every block arrived intact");
+	if (ckpt_dir) {
+		uint64_t ck_bad = 0;
+		for (uint32_t i = 0; i < nlocal; i++) {
+			ck_bad += *dv[i].ckerrors;
+			TRY(gice_file_close(dv[i].d, dv[i].file));
+		}
+		printf("rank %u: checkpoint: %d steps x %u device(s) of 1 MiB written to %s by trigger, reloaded by "
+		       "trigger and checked on the device: %s\n",
+		       rank, STEPS, nlocal, ckpt_dir, ck_bad ? "FAILED" : "every checkpoint intact");
+		errors += ck_bad;
+	}
 
 	if (world > 1)
 		TRY(gice_barrier());

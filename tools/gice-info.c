@@ -1,6 +1,7 @@
 /* gice-info: what gice finds on this machine and how it is configured (docs/gice-info.md).
  *   gice-info      gice and libfabric versions, the providers offering FI_EP_RDM endpoints,
- *                  and the provider a device opened now would use
+ *                  the provider a device opened now would use, and its memory pools (usage and
+ *                  fragmentation of the compute and communication pools, GICE_COMM_POOL_BYTES)
  *   gice-info -c   every GICE_* parameter: name, effective value, default, help
  *   gice-info -s   every counter of gice_device_stats / GICE_STATS=1: name, source, help
  * Exit 0; 1 with a message on stderr when something fails. */
@@ -102,6 +103,8 @@ static int list_config(void)
 /* The counters, from GICE_STATS_LIST: the fields of gice_stats_t, in order. */
 #define STAT_SOURCE_ENGINE "engine"
 #define STAT_SOURCE_FAULT "faults"
+#define STAT_SOURCE_STORAGE "storage"
+#define STAT_SOURCE_POOL "pool"
 
 static int list_stats(void)
 {
@@ -179,6 +182,18 @@ static int list_rdm_providers(void)
 /* Open a device as a program would (attr NULL: every GICE_* default applies) and report its
  * provider. Done before listing providers: opening binds GICE_FAB_IFACE into libfabric's
  * FI_*_IFACE variables, which libfabric reads at its first fi_getinfo. */
+/* One pool's line: size, use, free, largest free block and fragmentation (1 - largest / free). */
+static void pool_line(char *out, size_t size, const char *name, const gice_pool_usage_t *u)
+{
+	double frag = u->free ? 100.0 * (1.0 - (double)u->largest_free / (double)u->free) : 0.0;
+
+	snprintf(out, size, "%s %llu bytes: %llu used, %llu free, largest free block %llu, %u free block(s), "
+		 "fragmentation %.1f%%", name, (unsigned long long)u->bytes, (unsigned long long)u->used,
+		 (unsigned long long)u->free, (unsigned long long)u->largest_free, u->free_blocks, frag);
+}
+
+static char pools[2][256];
+
 static int probe_device(char *provider, size_t size)
 {
 	gice_device_t *dev;
@@ -198,6 +213,14 @@ static int probe_device(char *provider, size_t size)
 		return 1;
 	}
 	snprintf(provider, size, "%s", gice_device_provider(dev));
+	gice_pool_usage_t u;
+	const char *q = getenv("GICE_COMM_POOL_BYTES");
+	if (gice_pool_usage(dev, GICE_POOL_COMPUTE, &u) == GICE_OK)
+		pool_line(pools[0], sizeof(pools[0]), "compute", &u);
+	if (q && strtoull(q, NULL, 0) && gice_pool_usage(dev, GICE_POOL_COMM, &u) == GICE_OK)
+		pool_line(pools[1], sizeof(pools[1]), "communication", &u);
+	else
+		snprintf(pools[1], sizeof(pools[1]), "communication: shares the compute pool (GICE_COMM_POOL_BYTES=0)");
 	if ((rc = gice_device_close(dev)) || (rc = gice_finalize())) {
 		fprintf(stderr, "gice-info: closing the device: %s (%s)\n", gice_status_name(rc), gice_status_str(rc));
 		return 1;
@@ -221,6 +244,8 @@ static int report(void)
 		       env && *env ? "from GICE_FI_PROVIDER" : "auto: first of shm, tcp that opens");
 	else
 		printf("gice provider:  none: no device opened (see the error above)\n");
+	if (*provider)
+		printf("memory pools:   %s\n                %s\n", pools[0], pools[1]);
 	return failed;
 }
 

@@ -120,7 +120,8 @@ static int push_control(ct_engine_t *e, uint32_t ct, uint8_t op, uint32_t desc)
 int ct_arm(ct_engine_t *e, uint32_t trig, uint64_t threshold, uint64_t period, const ct_req_t *op,
 	   uint32_t *desc)
 {
-	if (!ct_counter_ok(e, trig) || op->op > CT_OP_FENCE) {
+	if (!ct_counter_ok(e, trig) ||
+	    (op->op > CT_OP_FENCE && op->op != CT_OP_FILE_READ && op->op != CT_OP_FILE_WRITE)) {
 		gice_error("ct", "arm on counter %u (valid %u..%u) with op %u: invalid", trig, e->attr.n_cts,
 			   e->n_counters - 1, op->op);
 		return GICE_ERR_INVALID;

@@ -35,6 +35,10 @@ enum ct_op {
 	CT_OP_FENCE = 7,      /* later messages of conn start after earlier ones are acked */
 	CT_OP_ARM_ = 8,       /* internal: host asks the CT to take armed descriptor `desc` */
 	CT_OP_DISARM_ = 9,    /* internal */
+	/* storage path: src_off,len of device memory <-> file rkey (a file id of the device's storage
+	 * engine) at offset roff; handed to the engine's storage hook (ct_engine_set_storage) */
+	CT_OP_FILE_READ = 10, /* file -> device */
+	CT_OP_FILE_WRITE = 11, /* device -> file */
 };
 
 enum ct_req_flags {
@@ -107,6 +111,8 @@ typedef struct {
  * CT_STAT_<name>. The FAULT entries are the fault injector's (fab_fault_stats). */
 #define CT_STAT_ENUM_ENGINE(name) CT_STAT_##name,
 #define CT_STAT_ENUM_FAULT(name)
+#define CT_STAT_ENUM_STORAGE(name)
+#define CT_STAT_ENUM_POOL(name)
 #define CT_STAT_ENUM(name, from, field, help) CT_STAT_ENUM_##from(name)
 typedef enum { GICE_STATS_LIST(CT_STAT_ENUM) CT_STATS } ct_stat_t;
 #undef CT_STAT_ENUM
@@ -250,6 +256,18 @@ int ct_arm(ct_engine_t *e, uint32_t trig, uint64_t threshold, uint64_t period, c
 /* Disarm a descriptor that has not fired (or a persistent one). GICE_ERR_NOT_FOUND when it has
  * already fired or is unknown. Waits until its CT has dropped it. */
 int ct_disarm(ct_engine_t *e, uint32_t desc);
+
+/* Storage path: the file operations a CT takes (CT_OP_FILE_*, from its queue or an armed
+ * descriptor) go to submit(arg, request, ct, ticket), which returns GICE_OK when the operation
+ * will end with ct_engine_op_done, or its failure (then the CT fails it). Set once, before the
+ * first file operation; without it file operations fail with GICE_ERR_INVALID. */
+typedef int (*ct_storage_fn)(void *arg, const ct_req_t *r, uint32_t ct, uint64_t ticket);
+void ct_engine_set_storage(ct_engine_t *e, ct_storage_fn submit, void *arg);
+/* An operation handed to the storage hook ended (any thread): counted, its completion counter
+ * written with status, its ticket on CT ct retired (quiet covers it). */
+void ct_engine_op_done(ct_engine_t *e, uint32_t ct, uint64_t ticket, uint32_t counter, int status);
+/* How many operations may be outstanding on e at once (every CT's queue and fired tickets). */
+uint32_t ct_engine_max_ops(const ct_engine_t *e);
 
 /* Copy e's counters (relaxed loads, each one consistent, not the set) into *st. */
 void ct_engine_stats(const ct_engine_t *e, ct_stats_t *st);

@@ -266,6 +266,9 @@ struct ct_engine {
 	ct_desc_t *descs;
 
 	_Atomic uint64_t st[CT_STATS]; /* the counters (ct_engine.h), relaxed: ct_stat_add */
+	/* storage path hook (ct_engine_set_storage): fn published after arg (release) */
+	_Atomic(ct_storage_fn) sto_fn;
+	void *_Atomic sto_arg;
 };
 
 #define CT_MAX_CONNS 4096u

@@ -99,6 +99,25 @@ void ct_fail_now(ct_engine_t *e, ct_tile_t *t, const ct_req_t *r, uint64_t ticke
 	ct_retire(e, t->idx, ticket);
 }
 
+void ct_engine_set_storage(ct_engine_t *e, ct_storage_fn submit, void *arg)
+{
+	atomic_store_explicit(&e->sto_arg, arg, memory_order_relaxed);
+	/* release: a CT that loads fn sees arg */
+	atomic_store_explicit(&e->sto_fn, submit, memory_order_release);
+}
+
+void ct_engine_op_done(ct_engine_t *e, uint32_t ct, uint64_t ticket, uint32_t counter, int status)
+{
+	ct_stat_add(e, status ? CT_STAT_ops_failed : CT_STAT_ops_done, 1);
+	ct_complete_counter(e, counter, status);
+	ct_retire(e, ct, ticket);
+}
+
+uint32_t ct_engine_max_ops(const ct_engine_t *e)
+{
+	return e->attr.n_cts * (e->tiles[0].rq.mask + 1 + e->tiles[0].rf.mask + 1);
+}
+
 int ct_counter_ok(const ct_engine_t *e, uint32_t id)
 {
 	return id >= e->attr.n_cts && id < e->n_counters;
@@ -135,6 +154,20 @@ int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig,
 		ct_complete_counter(e, r->counter, GICE_OK);
 		ct_retire(e, t->idx, ticket);
 		return 0;
+	case CT_OP_FILE_READ:
+	case CT_OP_FILE_WRITE: {
+		/* storage path: the device's storage engine carries it out and ends it
+		 * (ct_engine_op_done) */
+		ct_storage_fn fn = atomic_load_explicit(&e->sto_fn, memory_order_acquire);
+		rc = fn ? fn(atomic_load_explicit(&e->sto_arg, memory_order_relaxed), r, t->idx, ticket)
+			: GICE_ERR_INVALID;
+		if (!fn)
+			gice_error("ct", "file %s on device %u, which has no file open", r->op == CT_OP_FILE_READ ?
+				   "read" : "write", e->attr.gid);
+		if (rc)
+			ct_fail_now(e, t, r, ticket, rc);
+		return 0;
+	}
 	case CT_OP_PUT: kind = MK_PUT; break;
 	case CT_OP_GET: kind = MK_GET; break;
 	case CT_OP_AMO_FADD:

@@ -303,20 +303,41 @@ static hbm_block_t *alloc_containing(hbm_t *h, uint64_t off)
 	return off - a->off < a->len ? a : NULL;
 }
 
-static uint64_t largest_free(const hbm_t *h)
+/* Free bytes, largest free block and free blocks of [lo, hi) (free blocks clipped to it). Under
+ * lock. */
+static void range_usage(const hbm_t *h, uint64_t lo, uint64_t hi, hbm_usage_t *u)
 {
-	uint64_t m = 0;
+	*u = (hbm_usage_t){0};
+	for (uint32_t i = 0; i < h->nfree; i++) {
+		uint64_t b = GICE_MAX(h->free_list[i].off, lo);
+		uint64_t end = GICE_MIN(h->free_list[i].off + h->free_list[i].len, hi);
+		if (b >= end)
+			continue;
+		u->free += end - b;
+		u->largest_free = GICE_MAX(u->largest_free, end - b);
+		u->free_blocks++;
+	}
+}
 
-	for (uint32_t i = 0; i < h->nfree; i++)
-		m = GICE_MAX(m, h->free_list[i].len);
-	return m;
+void hbm_usage(hbm_t *h, uint64_t lo, uint64_t hi, hbm_usage_t *u)
+{
+	pthread_mutex_lock(&h->lock);
+	range_usage(h, lo, GICE_MIN(hi, h->size), u);
+	pthread_mutex_unlock(&h->lock);
 }
 
 /* ---- allocator ---- */
 
 int hbm_alloc(hbm_t *h, uint64_t size, uint64_t align, uint64_t *off)
 {
+	return hbm_alloc_in(h, 0, UINT64_MAX, NULL, size, align, off);
+}
+
+int hbm_alloc_in(hbm_t *h, uint64_t lo, uint64_t hi, const char *pool, uint64_t size, uint64_t align,
+		 uint64_t *off)
+{
 	uint64_t span;
+	hbm_usage_t u;
 	int rc = GICE_ERR_NO_MEMORY;
 
 	if (!size || (align & (align - 1))) {
@@ -338,15 +359,17 @@ int hbm_alloc(hbm_t *h, uint64_t size, uint64_t align, uint64_t *off)
 			   h->nfree, h->nallocs);
 		goto out_unlock;
 	}
+	hi = GICE_MIN(hi, h->size);
 	for (uint32_t i = 0; i < h->nfree; i++) {
 		hbm_block_t b = h->free_list[i];
 		uint64_t end = b.off + b.len; /* <= arena size: no overflow */
-		uint64_t a;
+		uint64_t lim = GICE_MIN(end, hi), a;
 
-		if (b.off > UINT64_MAX - (align - 1))
+		if (b.off > UINT64_MAX - (align - 1) || lo > UINT64_MAX - (align - 1))
 			continue;
-		a = GICE_ALIGN_UP(b.off, align);
-		if (a >= end || span > end - a)
+		/* the pool's part of the block: [max(b.off, lo), min(end, hi)) */
+		a = GICE_ALIGN_UP(GICE_MAX(b.off, lo), align);
+		if (a >= lim || span > lim - a)
 			continue;
 		/* split: [b.off, a) stays free, [a, a+span) taken, [a+span, end) stays free */
 		if (a > b.off && a + span < end) {
@@ -368,10 +391,16 @@ int hbm_alloc(hbm_t *h, uint64_t size, uint64_t align, uint64_t *off)
 		rc = GICE_OK;
 		goto out_unlock;
 	}
-	gice_error("hbm", "out of device memory: alloc of %llu bytes aligned to %llu, %llu bytes free, "
-		   "largest free block %llu", (unsigned long long)size, (unsigned long long)align,
-		   (unsigned long long)atomic_load_explicit(&h->free_bytes, memory_order_relaxed),
-		   (unsigned long long)largest_free(h));
+	range_usage(h, lo, hi, &u);
+	if (pool)
+		gice_error("hbm", "%s pool exhausted: alloc of %llu bytes aligned to %llu, %llu bytes free in the pool, "
+			   "largest free block %llu (pool of %llu bytes)", pool, (unsigned long long)size,
+			   (unsigned long long)align, (unsigned long long)u.free, (unsigned long long)u.largest_free,
+			   (unsigned long long)(hi - GICE_MIN(lo, hi)));
+	else
+		gice_error("hbm", "out of device memory: alloc of %llu bytes aligned to %llu, %llu bytes free, "
+			   "largest free block %llu", (unsigned long long)size, (unsigned long long)align,
+			   (unsigned long long)u.free, (unsigned long long)u.largest_free);
 out_unlock:
 	pthread_mutex_unlock(&h->lock);
 	return rc;

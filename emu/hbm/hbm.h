@@ -38,6 +38,19 @@ int hbm_alloc(hbm_t *h, uint64_t size, uint64_t align, uint64_t *off);
 int hbm_free(hbm_t *h, uint64_t off);
 uint64_t hbm_free_bytes(const hbm_t *h);
 
+/* Pools: hbm_alloc restricted to device offsets [lo, hi) (a pool's share of the arena); the
+ * GICE_ERR_NO_MEMORY message then names the pool, the request, the pool's free bytes and its
+ * largest free block. hbm_alloc is the whole arena. */
+int hbm_alloc_in(hbm_t *h, uint64_t lo, uint64_t hi, const char *pool, uint64_t size, uint64_t align,
+		 uint64_t *off);
+typedef struct {
+	uint64_t free;         /* free bytes in the range */
+	uint64_t largest_free; /* largest free block (clipped to the range) */
+	uint32_t free_blocks;  /* free blocks: 1 - largest_free / free is the fragmentation */
+} hbm_usage_t;
+/* Usage of device offsets [lo, hi) now (takes the allocator lock: not for the run phase). */
+void hbm_usage(hbm_t *h, uint64_t lo, uint64_t hi, hbm_usage_t *u);
+
 /* Register [off, off+len) (must lie inside one live allocation: GICE_ERR_INVALID otherwise) and
  * return a fresh random non-zero key. GICE_ERR_OVERFLOW when the table is full. */
 int hbm_register(hbm_t *h, uint64_t off, uint64_t len, uint64_t *key);

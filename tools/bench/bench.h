@@ -23,7 +23,10 @@ struct bench_opt {
 	uint64_t timeout_ms; /* stress: every wait */
 	uint32_t blocks[32]; /* launch: grid sizes */
 	int nblocks;
+	const char *file;    /* file-read, file-write: --file */
+	int nsizes_set;      /* --sizes given */
 };
+#define GICE_BENCH_MIN(a, b) ((a) < (b) ? (a) : (b))
 extern struct bench_opt opt;
 
 static inline uint64_t now_ns(void)
@@ -95,6 +98,8 @@ int bench_memcpy(void);
 int bench_launch(void);
 int bench_stress(void);
 int bench_rate(void);
+int bench_file_read(void);  /* bench_file.c */
+int bench_file_write(void);
 int bench_soak(void);
 
 #endif

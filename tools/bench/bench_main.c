@@ -14,6 +14,8 @@
  *                            convention, so the two compare directly).
  *   bench_rate.c    rate     windows of put_signals one way between two devices, an ack per
  *                            window (osu_mbw_mr): messages/s and MB/s per size.
+ *   bench_file.c    file-read, file-write  the storage path: a file into / out of device memory
+ *                            beside plain 1 MiB reads / writes of the same file (dd bs=1M).
  *   bench_stress.c  stress   a checked workload for reliability testing: windows of puts of
  *   (stress_kernels.c)       pseudo-random sizes from device A into a ring at device B, then a
  *                            large exchange both ways at once; every byte and every signal count
@@ -99,6 +101,7 @@ static void usage(FILE *f)
 		   "       gice-bench rate [--csv] [--sizes 8,4096,...] [--window N] [--iters N] [--provider NAME]\n"
 		   "       gice-bench stress [--csv] [--iters N] [--bytes B] [--chunk B] [--window N] [--seed S] "
 		   "[--timeout-ms MS] [--provider NAME]\n"
+		   "       gice-bench file-read|file-write --file PATH [--sizes 1m,256m,...] [--iters N] [--csv]\n"
 		   "       gice-bench soak [--iters N] [--provider NAME]\n");
 }
 
@@ -133,7 +136,8 @@ int main(int argc, char **argv)
 					   {"stages", no_argument, 0, 'S'},    {"bytes", required_argument, 0, 'b'},
 					   {"chunk", required_argument, 0, 'C'}, {"window", required_argument, 0, 'w'},
 					   {"seed", required_argument, 0, 'e'}, {"timeout-ms", required_argument, 0, 't'},
-					   {"blocks", required_argument, 0, 'B'}, {0, 0, 0, 0}};
+					   {"blocks", required_argument, 0, 'B'}, {"file", required_argument, 0, 'F'},
+					   {0, 0, 0, 0}};
 	const char *sizes = NULL, *blocks = "1,4";
 	uint64_t v;
 	int ch, rc;
@@ -172,6 +176,7 @@ int main(int argc, char **argv)
 			opt.timeout_ms = v;
 			break;
 		case 'B': blocks = optarg; break;
+		case 'F': opt.file = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -184,6 +189,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gice-bench: bad --iters %ld\n", opt.iters);
 		return 2;
 	}
+	opt.nsizes_set = sizes != NULL;
 	if (!sizes)
 		sizes = strcmp(argv[optind], "rate") ? "8,4096,65536,1048576" : "8,4096";
 	char buf[256];
@@ -195,6 +201,8 @@ int main(int argc, char **argv)
 			n <<= 10;
 		else if (*end == 'm' || *end == 'M')
 			n <<= 20;
+		else if (*end == 'g' || *end == 'G')
+			n <<= 30;
 		opt.sizes[opt.nsizes++] = (size_t)n;
 	}
 	snprintf(buf, sizeof(buf), "%s", blocks);
@@ -226,6 +234,10 @@ int main(int argc, char **argv)
 		rc = bench_launch();
 	else if (!strcmp(argv[optind], "rate"))
 		rc = bench_rate();
+	else if (!strcmp(argv[optind], "file-read"))
+		rc = bench_file_read();
+	else if (!strcmp(argv[optind], "file-write"))
+		rc = bench_file_write();
 	else if (!strcmp(argv[optind], "soak"))
 		rc = bench_soak();
 	else {
