@@ -1,6 +1,7 @@
 /* api_device.c: devices (open, wiring to the peers of this process and of the job, close),
  * their memory, the NVLink plane (peer pointers and trigger writes) and connections. */
 #include "api/api_internal.h"
+#include "api/api_sym.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -342,6 +343,7 @@ int gice_device_close(gice_device_t *d)
 
 	if (!d)
 		return GICE_ERR_INVALID;
+	api_sym_device_closed(d);
 	smt_destroy(d->smt);
 	/* what still waits on it ends (GICE_ERR_CANCELED), and same-host peers that map its trigger
 	 * memory see that it closed, rather than died */

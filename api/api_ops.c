@@ -7,8 +7,16 @@
 
 int api_ctr_ok(const gice_device_t *d, gice_counter_t c)
 {
-	if (c >= d->n_cts && c < tm_region_layout(d->tm)->n_counters)
-		return 1;
+	uint32_t ct;
+
+	if (c >= d->n_cts && c < tm_region_layout(d->tm)->n_counters) {
+		if (!ct_counter_engine_owned(d->ct, c, &ct))
+			return 1;
+		/* a reset of it would leave gice_quiet waiting for ever */
+		gice_error("api", "counter %u of device %u belongs to CT %u (it counts the operations armed "
+				  "descriptors fired)", c, d->gid, ct);
+		return 0;
+	}
 	gice_error("api", "counter %u is not a counter of device %u (valid %u..%u)", c, d->gid, d->n_cts,
 		   tm_region_layout(d->tm)->n_counters - 1);
 	return 0;

@@ -22,6 +22,8 @@ struct launch {
 	/* the kernel's first failure (gice_kernel_fail, a failed device wait): reported by its
 	 * stream's next sync; read by launch_done, after every block ended */
 	_Atomic int status;
+	/* gice_grid_sync: arrivals of its blocks so far (a futex word: the last to arrive wakes) */
+	_Atomic uint32_t grid_arrived;
 	uint32_t fail_block, nblocks;
 	char fail_what[200];
 	/* GICE_MODE=host: the operations its blocks issued, handed to the host proxy at its end
@@ -226,6 +228,7 @@ static int launch_prep(void *ctx, uint32_t index, void **arg)
 	l->dev = q->s->dev;
 	l->stream = q->s;
 	atomic_store_explicit(&l->status, GICE_OK, memory_order_relaxed);
+	atomic_store_explicit(&l->grid_arrived, 0, memory_order_relaxed);
 	l->fail_block = 0;
 	l->nblocks = q->nblocks;
 	l->n_ops = 0;
@@ -299,3 +302,53 @@ int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms)
 	return timeout_ms ? smt_stream_sync(s->s, timeout_ms * 1000000ull) : smt_stream_sync_idle(s->s, api_g.idle_ns);
 }
 
+
+/* ---------------------------------------------------------------- grid barrier */
+
+int gice_grid_sync(gice_kctx_t *k)
+{
+	launch_t *l = k->launch;
+	uint64_t idle = api_g.idle_ns, spin = api_g.spin_ns, since, t0;
+	int rc;
+
+	if (!l) {
+		gice_error("api", "gice_grid_sync outside a kernel launch");
+		return GICE_ERR_INVALID;
+	}
+	/* the target wraps with the 32-bit word: compared by the sign of the difference */
+	uint32_t want = (uint32_t)(++k->grid_syncs * (uint64_t)k->nblocks);
+	/* acq_rel: the block's writes before the barrier are seen by every block after it */
+	uint32_t v = atomic_fetch_add_explicit(&l->grid_arrived, 1, memory_order_acq_rel) + 1;
+	if (v == want) {
+		gice_futex_wake(&l->grid_arrived, INT32_MAX);
+		return GICE_OK;
+	}
+	since = t0 = gice_now_ns();
+	for (uint32_t last = v;;) {
+		if ((int32_t)(v - want) >= 0)
+			return GICE_OK;
+		if ((rc = tm_region_status(k->dev->tm)))
+			break;
+		uint64_t now = gice_now_ns();
+		if (v != last) { /* a block arrived: progress */
+			last = v;
+			since = now;
+		}
+		if (now - since > idle) {
+			gice_error("api", "gice_grid_sync on device %u: block %u of %u waited %llu ms without a block arriving: "
+					  "%u of %u arrivals (a grid larger than the SMs? launch it with "
+					  "gice_launch_cooperative; a block that returned early?)",
+				   k->dev->gid, k->block, k->nblocks, (unsigned long long)(idle / 1000000),
+				   v - (want - k->nblocks), k->nblocks);
+			rc = GICE_ERR_TIMED_OUT;
+			break;
+		}
+		if (now - t0 < spin)
+			gice_cpu_relax();
+		else
+			gice_futex_wait(&l->grid_arrived, v, 1000000); /* 1 ms: the stall clock above */
+		v = atomic_load_explicit(&l->grid_arrived, memory_order_acquire);
+	}
+	api_kernel_failed(k, rc, "gice_grid_sync (block %u of %u)", k->block, k->nblocks);
+	return rc;
+}

@@ -3,6 +3,7 @@
  * (api_device.c), counters and operations (api_ops.c), streams and kernels (api_stream.c), the
  * watchdog and faults (api_watchdog.c). */
 #include "api/api_internal.h"
+#include "api/api_sym.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,6 +323,11 @@ int gice_finalize(void)
 		return GICE_ERR_INVALID;
 	}
 	if (--api_g.refs == 0) {
+		if (api_sym.on) { /* the program did not call gice_sym_fini */
+			pthread_mutex_unlock(&api_g.lock);
+			api_sym_fini(0);
+			pthread_mutex_lock(&api_g.lock);
+		}
 		if (api_g.watchdog_on) {
 			atomic_store(&api_g.watchdog_stop, 1);
 			gice_futex_wake(&api_g.watchdog_stop, 1);
@@ -430,7 +436,7 @@ uint32_t gice_device_trace(gice_device_t *d, gice_trace_t *out, uint32_t max)
 
 void gice_config_list(gice_param_cb cb, void *arg)
 {
-	const gice_param_t *tables[] = {gice_common_params, api_params, smt_params, ct_params,
+	const gice_param_t *tables[] = {gice_common_params, api_params, api_sym_params, smt_params, ct_params,
 					tm_params, hbm_params, fab_params, boot_params, sto_params, api_pool_params};
 
 	for (size_t t = 0; t < GICE_ARRAY_SIZE(tables); t++)

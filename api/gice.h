@@ -146,7 +146,9 @@ int gice_counter_get(gice_device_t *dev, gice_counter_t ctr, gice_counter_state_
 /* Host writes (set-up, tests). Writes wake waiters and may fire armed descriptors. */
 int gice_counter_set(gice_device_t *dev, gice_counter_t ctr, uint64_t value);
 int gice_counter_add(gice_device_t *dev, gice_counter_t ctr, uint64_t value);
-/* Zero value, failure count and status. */
+/* Zero value, failure count and status. Descriptors armed on the counter keep their absolute
+ * thresholds (a persistent one the next threshold its period took it to) and nothing fires:
+ * see gice_signal_reset in gice_device.h and docs/api.md. */
 int gice_counter_reset(gice_device_t *dev, gice_counter_t ctr);
 /* Host wait until cmp(value, target) holds (wraparound-safe). GICE_ERR_TIMED_OUT after
  * timeout_ms (a poll: logged at debug), or with timeout_ms 0 after GICE_TIMEOUT_MS without
@@ -242,6 +244,89 @@ int gice_stream_write_value(gice_stream_t *s, gice_counter_t ctr, uint64_t value
  * GICE_TIMEOUT_MS without progress (a kernel that runs long while its device moves never times
  * out). */
 int gice_stream_sync(gice_stream_t *s, uint64_t timeout_ms);
+
+/* ================================================================ symmetric memory and teams
+ * (issue 10; docs/api.md has the porting guide from NVSHMEM and NCCL.)
+ *
+ * Symmetric heap: gice_sym_init gives every device of the job (every device open on every rank
+ * when it is called) a heap of the same size in its device memory, registered once; the keys
+ * are exchanged there, once. gice_sym_alloc then hands out the same offset on every device, so
+ * a kernel names a buffer of a peer by (team, team rank, offset) and never sees a key
+ * (gice_sym_put & co. in gice_device.h). Symmetric counters are ids allocated on every device
+ * at once, so the same id names "the same" counter everywhere.
+ *
+ * Collectives on the host (gice_sym_init, gice_sym_fini, gice_sym_alloc, gice_sym_free,
+ * gice_sym_counter_alloc, gice_team_split*, gice_team_destroy) are called by every rank of the
+ * job, in the same order with the same arguments (like nvshmem_malloc, MPI_Comm_split); each
+ * call acts for every device of this process. They are set-up calls: not thread-safe with
+ * each other. Devices must stay open until gice_sym_fini.
+ *
+ * A team is an ordered set of devices; its ranks are 0..size-1. The world team holds every
+ * device of the job in increasing device id order, so with one device per rank, team rank ==
+ * gice_rank(). A process holds one team handle for all its devices in the team. */
+typedef struct gice_team gice_team_t;
+
+/* Create the symmetric heap (heap_bytes, 0: GICE_SYM_HEAP_BYTES; rounded up to 64 KiB) on every
+ * device open now, exchange keys, open a connection from every device to every other, and
+ * create the world team. GICE_ERR_INVALID (before gice_init, no device open, already done, or
+ * ranks disagree on the size: the message names them), GICE_ERR_NO_MEMORY (device memory),
+ * GICE_ERR_UNSUPPORTED (more than 16 devices in a process). */
+int gice_sym_init(size_t heap_bytes);
+/* Undo gice_sym_init, collectively: every device here is quieted and the ranks meet (so no
+ * signal is still in flight to a device about to close); then every team (their handles are
+ * invalid from now on), the heaps and the symmetric state go (symmetric counters stay
+ * allocated: free them first if the devices live on). GICE_ERR_INVALID when not initialised.
+ * gice_finalize frees what the program did not, without the quiet and the meeting (ranks may
+ * be gone by then). */
+int gice_sym_fini(void);
+/* Allocate bytes (256-byte aligned) at the same offset *off of every device's heap, first fit.
+ * GICE_ERR_INVALID for 0 bytes, before gice_sym_init, or when ranks asked for different sizes
+ * (nothing allocated; the message names the ranks); GICE_ERR_NO_MEMORY when no hole fits (names
+ * the request and the largest hole). */
+int gice_sym_alloc(size_t bytes, uint64_t *off);
+/* GICE_ERR_INVALID when off is not an allocation. */
+int gice_sym_free(uint64_t off);
+/* Where offset off of dev's heap is in this process (host or kernel), NULL when dev has no heap
+ * or off is outside it. */
+void *gice_sym_ptr(gice_device_t *dev, uint64_t off);
+/* Size of the heap (0 before gice_sym_init). */
+uint64_t gice_sym_heap_bytes(void);
+/* One counter id allocated on every device of the job (reads 0 everywhere). GICE_ERR_INVALID
+ * before gice_sym_init, GICE_ERR_NO_MEMORY when no id is free on every device. */
+int gice_sym_counter_alloc(gice_counter_t *ctr);
+int gice_sym_counter_free(gice_counter_t ctr);
+
+/* The world team (NULL before gice_sym_init). */
+gice_team_t *gice_team_world(void);
+uint32_t gice_team_size(const gice_team_t *team);
+/* dev's rank in team, -1 when it is not a member (or team is NULL). */
+int32_t gice_team_rank(const gice_team_t *team, const gice_device_t *dev);
+/* Device id of team rank rank, UINT32_MAX when out of range. */
+uint32_t gice_team_device_id(const gice_team_t *team, uint32_t rank);
+/* Rank in dst of rank rank of src (nvshmem_team_translate_pe), -1 when it is not in dst. */
+int32_t gice_team_translate_rank(const gice_team_t *src, uint32_t rank, const gice_team_t *dst);
+/* Devices of this process in team, in team rank order: how many, and the i-th (NULL past them). */
+uint32_t gice_team_n_local(const gice_team_t *team);
+gice_device_t *gice_team_local(const gice_team_t *team, uint32_t i);
+/* New team of parent's ranks start, start + stride, ... (size of them), as
+ * nvshmem_team_split_strided. Collective over every rank of the job, same arguments
+ * everywhere. *out is NULL on ranks with no device in it. GICE_ERR_INVALID (stride 0, size 0,
+ * a rank past the parent's end: the message names it). */
+int gice_team_split_strided(gice_team_t *parent, uint32_t start, uint32_t stride, uint32_t size,
+			    gice_team_t **out);
+#define GICE_TEAM_NO_COLOR (-1)
+/* Split parent as MPI_Comm_split: colors[i] and keys[i] are those of gice_team_local(parent, i);
+ * devices of one color form a team, ordered by (key, parent rank); GICE_TEAM_NO_COLOR: none.
+ * out[i] gets the team of local device i (one handle per team in the process) or NULL.
+ * Collective over every rank of the job (a rank with no device in parent passes NULLs). */
+int gice_team_split(gice_team_t *parent, const int *colors, const int *keys, gice_team_t **out);
+/* Free a team of this process and its barrier counters (call it on every rank that holds the
+ * team, once no member can still be in a barrier of it, e.g. after gice_barrier; ranks without
+ * a handle have nothing to free). GICE_ERR_INVALID for NULL and the world
+ * team, which goes with gice_sym_fini (as does every team not destroyed). */
+int gice_team_destroy(gice_team_t *team);
+
+/* ================================================================ end of symmetric memory and teams */
 
 /* ================================================================ storage path and memory pools
  * (issue 12; kept in one section)

@@ -13,5 +13,7 @@ TESTS += test_failure test_completions
 TESTS += test_launch test_progress test_get
 TESTS += test_hostile
 TEST_SCRIPTS += test_bench
+TESTS += test_sym
+TEST_SCRIPTS += test_link
 TESTS += test_storage
 TEST_SCRIPTS += test_auth

@@ -82,6 +82,13 @@ run "soak, 2 ranks" "$build/bin/gicerun" -n 2 "$bench" soak --iters 20000
 has '^soak: rank [01]: 20000 triggered puts, RSS first [0-9]+ KiB, last [0-9]+ KiB \([-+][0-9.]+%\): flat$' 2
 [ "$rc" = 0 ] || { echo "FAIL: soak exits $rc"; fail=1; }
 
+run "barrier, one process" "$bench" barrier --csv --iters 200
+rows sync "0,200" 2
+rows barrier "0,200" 2
+run "barrier, 3 ranks" env GICE_PLANE=net "$build/bin/gicerun" -n 3 "$bench" barrier --csv --iters 200
+rows sync "0,200" 3
+rows barrier "0,200" 3
+
 run "usage error" "$bench" rate --window 0
 [ "$rc" = 2 ] || { echo "FAIL: rate --window 0 exits $rc, expected 2"; fail=1; }
 run "unknown command" "$bench" nosuch

@@ -2,7 +2,8 @@
 # Description: ranks on different emulated hosts. Four network namespaces on a bridge
 # (scripts/netns-cluster.sh); over the libfabric tcp provider: a 2-rank put_signal ping-pong
 # with every payload byte checked (gice-bench put --check), and the 4-rank training-step ring
-# (gice-demo, which checks every block). Skipped (77) without root or network namespaces.
+# (gice-demo, which checks every block); symmetric memory, team barriers and a strided team on 4
+# hosts (test_sym job). Skipped (77) without root or network namespaces.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -21,6 +22,12 @@ echo "== 2 ranks on 2 hosts: put ping-pong, payload checked"
 if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 \
 	"$build/bin/gice-bench" put --sizes 8,4096,65536,1048576 --iters 200 --check; then
 	echo "FAIL: 2-rank ping-pong across namespaces"
+	fail=1
+fi
+
+echo "== 4 ranks on 4 hosts: symmetric put_signal/get ring, team barriers, a strided team (test_sym job)"
+if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/tests/test_sym" job; then
+	echo "FAIL: symmetric memory and teams across namespaces"
 	fail=1
 fi
 

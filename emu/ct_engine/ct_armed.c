@@ -82,17 +82,21 @@ void ct_control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket)
 	ct_engine_t *e = t->e;
 	ct_desc_t *d = &e->descs[r->desc];
 
+	/* read the trigger before publishing the state: once DS_DISARMED is visible, ct_arm on
+	 * another thread may take the slot again and rewrite d->trig */
+	uint32_t trig = d->trig;
+
 	if (r->op == CT_OP_ARM_) {
 		armed_insert(t, r->desc);
 		atomic_store_explicit(&d->state, DS_ARMED, memory_order_release);
-		tm_counter_watch(e->attr.tm, d->trig, t->idx, 1);
+		tm_counter_watch(e->attr.tm, trig, t->idx, 1);
 		/* a threshold already reached fires in the next pass, after the requests queued
 		 * behind this ARM (they may have been issued before the trigger write) */
-		tm_dirty_mark(e->attr.tm, t->idx, d->trig);
+		tm_dirty_mark(e->attr.tm, t->idx, trig);
 	} else if (armed_remove(t, r->desc)) {
 		atomic_store_explicit(&d->state, DS_DISARMED, memory_order_release);
-		if (t->armed[d->trig] == CT_NIL)
-			tm_counter_watch(e->attr.tm, d->trig, t->idx, 0);
+		if (t->armed[trig] == CT_NIL)
+			tm_counter_watch(e->attr.tm, trig, t->idx, 0);
 	}
 	ct_retire(e, t->idx, ticket);
 }

@@ -455,6 +455,16 @@ uint32_t ct_quiet_points(const ct_engine_t *e, ct_quiet_point_t *pts)
 	return n;
 }
 
+int ct_counter_engine_owned(const ct_engine_t *e, uint32_t id, uint32_t *ct)
+{
+	for (uint32_t c = 0; c < e->attr.n_cts; c++)
+		if (e->tiles[c].rf.counter == id) {
+			*ct = c;
+			return 1;
+		}
+	return 0;
+}
+
 int ct_failure_take(ct_engine_t *e)
 {
 	return atomic_exchange_explicit(&e->first_fail, GICE_OK, memory_order_relaxed);

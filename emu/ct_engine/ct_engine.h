@@ -242,6 +242,9 @@ typedef struct {
 } ct_quiet_point_t;
 #define CT_QUIET_POINTS(n_cts) (2 * (n_cts))
 uint32_t ct_quiet_points(const ct_engine_t *e, ct_quiet_point_t *pts);
+/* 1 when counter id is one the engine allocated for itself (CT *ct's count of retired fired
+ * operations, which quiet waits on): not the program's to write or reset. */
+int ct_counter_engine_owned(const ct_engine_t *e, uint32_t id, uint32_t *ct);
 /* The status of the first operation that failed since the last call (GICE_OK if none), and
  * forget it. */
 int ct_failure_take(ct_engine_t *e);

@@ -48,6 +48,31 @@ int tm_counter_alloc(tm_region_t *r, uint32_t *id)
 	return GICE_ERR_NO_MEMORY;
 }
 
+int tm_counter_alloc_at(tm_region_t *r, uint32_t id)
+{
+	int rc = GICE_OK;
+
+	if (!r->owner) {
+		gice_error("tm", "counter ids are allocated by the process that created the region");
+		return GICE_ERR_UNSUPPORTED;
+	}
+	if (id < r->layout.n_cts || id >= r->layout.n_counters) {
+		gice_error("tm", "allocation of counter %u: reserved or out of range (n_cts %u, n_counters %u)", id,
+			   r->layout.n_cts, r->layout.n_counters);
+		return GICE_ERR_INVALID;
+	}
+	pthread_mutex_lock(&r->lock);
+	if (atomic_load_explicit(&r->alloc_bits[id / 64], memory_order_relaxed) & (1ull << (id % 64))) {
+		rc = GICE_ERR_BUSY;
+	} else {
+		/* release: pairs with the acquire in tm_counter_allocated */
+		atomic_fetch_or_explicit(&r->alloc_bits[id / 64], 1ull << (id % 64), memory_order_release);
+		r->n_alloc++;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
 int tm_counter_free(tm_region_t *r, uint32_t id)
 {
 	int rc = GICE_OK;

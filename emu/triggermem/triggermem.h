@@ -58,6 +58,9 @@ const tm_layout_t *tm_region_layout(const tm_region_t *r);
  * Both return GICE_ERR_UNSUPPORTED in a process that attached the region. */
 int tm_counter_alloc(tm_region_t *r, uint32_t *id);
 int tm_counter_free(tm_region_t *r, uint32_t id);
+/* Allocate counter id itself (symmetric counters: the same id on every device). GICE_ERR_BUSY
+ * when it is in use, GICE_ERR_INVALID when reserved or out of range. */
+int tm_counter_alloc_at(tm_region_t *r, uint32_t id);
 /* Whether counter id is in use: 1 if allocated (reserved ids included), 0 if free or out of
  * range; GICE_ERR_UNSUPPORTED in a process that attached the region (it cannot tell). Lock-free,
  * safe from any thread while host threads allocate and free: for the CT that validates an

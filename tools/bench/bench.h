@@ -101,5 +101,6 @@ int bench_rate(void);
 int bench_file_read(void);  /* bench_file.c */
 int bench_file_write(void);
 int bench_soak(void);
+int bench_barrier(void); /* bench_team.c */
 
 #endif

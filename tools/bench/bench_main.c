@@ -102,7 +102,8 @@ static void usage(FILE *f)
 		   "       gice-bench stress [--csv] [--iters N] [--bytes B] [--chunk B] [--window N] [--seed S] "
 		   "[--timeout-ms MS] [--provider NAME]\n"
 		   "       gice-bench file-read|file-write --file PATH [--sizes 1m,256m,...] [--iters N] [--csv]\n"
-		   "       gice-bench soak [--iters N] [--provider NAME]\n");
+		   "       gice-bench soak [--iters N] [--provider NAME]\n"
+		   "       gice-bench barrier [--csv] [--iters N] [--provider NAME]\n");
 }
 
 /* A number with an optional k, m or g suffix (binary), within [min, max]; 0 on success. */
@@ -240,6 +241,8 @@ int main(int argc, char **argv)
 		rc = bench_file_write();
 	else if (!strcmp(argv[optind], "soak"))
 		rc = bench_soak();
+	else if (!strcmp(argv[optind], "barrier"))
+		rc = bench_barrier();
 	else {
 		usage(stderr);
 		rc = 2;
