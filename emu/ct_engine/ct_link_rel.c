@@ -19,7 +19,7 @@ static int retransmit(ct_engine_t *e, ct_peer_t *p, uint32_t psn, uint64_t now)
 		tr->tries++;
 		tr->t_tx = now;
 		p->retx++;
-		ct_stat_add(e, CT_STAT_retransmits, 1);
+		ct_stat_add_peer(e, p, CT_STAT_retransmits, 1);
 	} else if (rc == GICE_ERR_AGAIN) {
 		ct_stat_add(e, CT_STAT_tx_again, 1);
 	}

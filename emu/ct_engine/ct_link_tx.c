@@ -63,7 +63,8 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 {
 	int rc;
 
-	int csum = atomic_load_explicit(&e->csum, memory_order_relaxed);
+	int csum = atomic_load_explicit(&e->csum, memory_order_relaxed) ||
+		   atomic_load_explicit(&e->csum_tx, memory_order_relaxed); /* run-time faults: send only */
 
 	/* the flag, then the MAC (it covers the flags), then the checksum (it covers the MAC) */
 	if (csum)
@@ -342,8 +343,8 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	ct_nack_done(e, m);
 	p->next_psn++;
 	m->sent += plen;
-	ct_stat_add(e, CT_STAT_tx_pkts, 1);
-	ct_stat_add(e, CT_STAT_tx_bytes, plen);
+	ct_stat_add_peer(e, p, CT_STAT_tx_pkts, 1);
+	ct_stat_add_peer(e, p, CT_STAT_tx_bytes, plen);
 	if (!last)
 		return SEND_OK;
 	m->last_psn = h.psn;
