@@ -152,7 +152,7 @@ void ct_send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 	if (!m) {
 		/* its peer holds its share of the pool (it does not acknowledge): rate-limited */
 		uint64_t n = e->n_refused++;
-		if CT_LOG_DUE(n)
+		if (CT_LOG_DUE(n))
 			gice_error("ct", "device %u: no response entry for the NACK of message %u to device %u (%s): "
 				   "not sent; device %u holds %u of its %u (%llu refused so far)", e->attr.gid, msg_id,
 				   gid, gice_status_name(status), gid, e->peers[gid].resp_held, e->resp_share,
