@@ -16,6 +16,7 @@ enum {
 	COLL_C_AG,     /* ring: allgather chunks landed in recv (from the left) */
 	COLL_C_CREDIT, /* ring: rounds the right neighbour finished reducing (its bank is free) */
 	COLL_C_DONE,   /* this device's puts completed */
+	COLL_C_XCHG,   /* alltoallv: displacements landed (from every other device) */
 	COLL_N_CTRS
 };
 
@@ -28,19 +29,25 @@ struct coll_local {
 	uint64_t rs, ag;         /* ring chunks consumed */
 	uint64_t rounds;         /* ring rounds done (a round fills one bank of the right's scratch) */
 	uint64_t done;           /* puts issued (COLL_C_DONE reaches it when they completed) */
+	uint64_t xchg;           /* alltoallv displacements received */
 };
 
 struct api_coll {
 	uint64_t scratch, scratch_bytes;  /* heap offset and size */
 	uint64_t small_off, small_slot;   /* one-shot: 2 x n slots of small_slot bytes at small_off */
 	uint64_t ring_off, ring_bank;     /* ring: 2 banks of ring_bank bytes at ring_off */
+	uint64_t xchg_off;                /* alltoallv: n displacements out, then n in (uint64) */
 	uint64_t chunk_bytes, small_max;  /* GICE_CHUNK_BYTES, GICE_COLL_SMALL_BYTES (clipped) */
 	enum coll_algo algo;              /* GICE_ALGO */
 	gice_counter_t c[COLL_N_CTRS];
 	struct coll_local local[API_SYM_MAX_LOCAL]; /* like gice_team.local */
 };
 
-enum coll_kind { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_REDUCE, COLL_BROADCAST, COLL_ALLTOALL };
+enum coll_kind {
+	COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_REDUCE, COLL_BROADCAST, COLL_ALLTOALL, COLL_ALLTOALLV
+};
+
+#define COLL_V_MAX 64u /* alltoallv from the host: the arrays travel with the launch */
 
 /* One collective call, as a kernel runs it. count as the public call takes it. */
 struct coll_call {
@@ -51,6 +58,9 @@ struct coll_call {
 	gice_redop_t op;
 	enum coll_kind kind;
 	uint32_t root; /* reduce, broadcast */
+	/* alltoallv: n entries each, in elements (the host form's copies follow the call: packed) */
+	const size_t *scnt, *sdsp, *rdsp;
+	int packed;
 };
 
 extern const gice_param_t api_coll_params[];
@@ -77,6 +87,7 @@ int coll_allreduce_oneshot(gice_kctx_t *k, const struct coll_call *c, struct api
 int coll_ring(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me);
 int coll_broadcast(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me);
 int coll_alltoall(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me);
+int coll_alltoallv(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me);
 
 /* coll_api.c: wait until counter ctr of this device reaches v: looks with a yield between (more
  * ranks than cores: the peer that will signal may need this core), then gice_wait_until (its

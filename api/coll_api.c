@@ -80,8 +80,8 @@ static int coll_read_params(struct api_coll *st)
 
 int gice_coll_init(gice_team_t *team)
 {
-	struct api_coll tmp = {0}, *st;
-	int rc;
+	struct api_coll *st;
+	int rc, n_ctrs = 0;
 
 	if (!api_sym.on) {
 		gice_error("api", "gice_coll_init: no symmetric heap (gice_sym_init first)");
@@ -91,35 +91,72 @@ int gice_coll_init(gice_team_t *team)
 		gice_error("api", "gice_coll_init: the team of %u already has its collectives", team->n);
 		return GICE_ERR_INVALID;
 	}
-	if ((rc = coll_read_params(&tmp)))
-		return rc;
+	if (!(st = calloc(1, sizeof(*st))))
+		return GICE_ERR_NO_MEMORY; /* before any collective step: the ranks that go on stay in step */
+	if ((rc = coll_read_params(st)))
+		goto free_st;
 	/* every rank allocates, member or not: heap offsets and counter ids stay the same everywhere */
-	if ((rc = gice_sym_alloc(tmp.scratch_bytes, &tmp.scratch)))
-		return rc;
-	for (int i = 0; i < COLL_N_CTRS; i++)
-		if ((rc = gice_sym_counter_alloc(&tmp.c[i])))
-			return rc;
-	if (!team)
+	if ((rc = gice_sym_alloc(st->scratch_bytes, &st->scratch)))
+		goto free_st;
+	for (; n_ctrs < COLL_N_CTRS; n_ctrs++)
+		if ((rc = gice_sym_counter_alloc(&st->c[n_ctrs])))
+			goto free_ctrs; /* a collective failure: every rank undoes alike */
+	if (!team) {
+		free(st);
 		return GICE_OK;
-	if (!(st = malloc(sizeof(*st))))
-		return GICE_ERR_NO_MEMORY;
-	*st = tmp;
+	}
 	/* one-shot: 2 banks (call parity) x n slots; at most a quarter of the scratch */
 	st->small_slot = round_down(st->scratch_bytes / 4 / (2ull * team->n), 256);
 	if (st->small_max < st->small_slot)
 		st->small_slot = (st->small_max + 255) / 256 * 256;
 	st->small_off = st->scratch;
-	st->ring_off = st->scratch + 2ull * team->n * st->small_slot;
-	st->ring_bank = round_down((st->scratch_bytes - 2ull * team->n * st->small_slot) / 2, 256);
+	st->xchg_off = st->scratch + 2ull * team->n * st->small_slot;
+	st->ring_off = st->xchg_off + (16ull * team->n + 255) / 256 * 256;
+	if (st->ring_off - st->scratch > st->scratch_bytes) {
+		gice_error("api", "gice_coll_init: %llu bytes of scratch (GICE_COLL_SCRATCH_BYTES) for a team of %u",
+			   (unsigned long long)st->scratch_bytes, team->n);
+		rc = GICE_ERR_NO_MEMORY; /* every member finds the same */
+		goto free_ctrs;
+	}
+	st->ring_bank = round_down((st->scratch_bytes - (st->ring_off - st->scratch)) / 2, 256);
 	team->coll = st;
 	return GICE_OK;
+
+free_ctrs:
+	while (n_ctrs--)
+		gice_sym_counter_free(st->c[n_ctrs]);
+	gice_sym_free(st->scratch);
+free_st:
+	free(st);
+	return rc;
 }
 
 static const char *const kind_name[] = {
 	[COLL_ALLREDUCE] = "gice_coll_allreduce", [COLL_REDUCE_SCATTER] = "gice_coll_reduce_scatter",
 	[COLL_ALLGATHER] = "gice_coll_allgather", [COLL_REDUCE] = "gice_coll_reduce",
 	[COLL_BROADCAST] = "gice_coll_broadcast", [COLL_ALLTOALL] = "gice_coll_alltoall",
+	[COLL_ALLTOALLV] = "gice_coll_alltoallv",
 };
+
+/* alltoallv: every block of send, and this device's own block of recv, inside the heap. */
+static int coll_check_v(const gice_device_t *d, const struct coll_call *c, uint32_t n, size_t esz)
+{
+	uint64_t heap = api_sym.heap_bytes, me = (uint64_t)api_team_local_rank(c->team, d, NULL);
+	uint64_t hs = c->send <= heap ? (heap - c->send) / esz : 0, hr = c->recv <= heap ? (heap - c->recv) / esz : 0;
+
+	for (uint32_t j = 0; j < n; j++)
+		if (c->scnt[j] > hs || c->sdsp[j] > hs - c->scnt[j] || c->rdsp[j] > heap / esz) {
+			gice_error("api", "gice_coll_alltoallv: block %u (%zu %s at %zu, lands at %zu): outside the "
+				   "%llu-byte symmetric heap", j, c->scnt[j], coll_dtype_name(c->type), c->sdsp[j],
+				   c->rdsp[j], (unsigned long long)heap);
+			return GICE_ERR_OUT_OF_BOUNDS;
+		}
+	if (c->scnt[me] > hr || c->rdsp[me] > hr - c->scnt[me]) {
+		gice_error("api", "gice_coll_alltoallv: own block (%zu at %zu) past the heap", c->scnt[me], c->rdsp[me]);
+		return GICE_ERR_OUT_OF_BOUNDS;
+	}
+	return GICE_OK;
+}
 
 /* The checks of every call, on the host and in a kernel. *li: the device's index in team. */
 static int coll_check(const gice_device_t *d, const struct coll_call *c, uint32_t *li)
@@ -149,6 +186,12 @@ static int coll_check(const gice_device_t *d, const struct coll_call *c, uint32_
 		gice_error("api", "%s: root %u out of range (team of %u)", who, c->root, team->n);
 		return GICE_ERR_INVALID;
 	}
+	if (c->kind == COLL_ALLTOALLV && (!c->scnt || !c->sdsp || !c->rdsp)) {
+		gice_error("api", "%s: NULL counts or displacements", who);
+		return GICE_ERR_INVALID;
+	}
+	if (c->kind == COLL_ALLTOALLV)
+		return coll_check_v(d, c, team->n, esz);
 	if (c->kind == COLL_ALLTOALL && c->send == c->recv && c->count && team->n > 1) {
 		gice_error("api", "%s: in place is not supported (send == recv)", who);
 		return GICE_ERR_INVALID;
@@ -180,19 +223,25 @@ static int coll_run(gice_kctx_t *k, const struct coll_call *c)
 
 	if (rc)
 		goto fail;
-	if (!c->count)
+	if (!c->count && c->kind != COLL_ALLTOALLV)
 		return GICE_OK;
 	st = c->team->coll;
 	l = &st->local[li];
 	n = c->team->n;
 	me = c->team->local[li].rank;
+	if (n == 1 && c->kind == COLL_ALLTOALLV) {
+		memmove((uint8_t *)gice_sym_ptr(k->dev, c->recv) + c->rdsp[0] * esz,
+			(uint8_t *)gice_sym_ptr(k->dev, c->send) + c->sdsp[0] * esz, c->scnt[0] * esz);
+		return GICE_OK;
+	}
 	if (n == 1) { /* a copy, or nothing */
 		if (c->send != c->recv && (c->kind != COLL_REDUCE || me == c->root))
 			memmove(gice_sym_ptr(k->dev, c->recv), gice_sym_ptr(k->dev, c->send), bytes);
 		return GICE_OK;
 	}
 	/* these write a peer's recv at once: every device must be done with the call before */
-	if (c->kind == COLL_ALLGATHER || c->kind == COLL_BROADCAST || c->kind == COLL_ALLTOALL)
+	if (c->kind == COLL_ALLGATHER || c->kind == COLL_BROADCAST || c->kind == COLL_ALLTOALL ||
+	    c->kind == COLL_ALLTOALLV)
 		if ((rc = gice_team_sync(k, c->team)))
 			goto fail;
 	switch (c->kind) {
@@ -211,6 +260,9 @@ static int coll_run(gice_kctx_t *k, const struct coll_call *c)
 	case COLL_ALLTOALL:
 		rc = coll_alltoall(k, c, st, l, me);
 		break;
+	case COLL_ALLTOALLV:
+		rc = coll_alltoallv(k, c, st, l, me);
+		break;
 	default:
 		rc = coll_ring(k, c, st, l, me);
 		break;
@@ -222,7 +274,18 @@ fail:
 	return rc;
 }
 
-static void coll_kernel(gice_kctx_t *k, void *args) { coll_run(k, args); }
+static void coll_kernel(gice_kctx_t *k, void *args)
+{
+	struct coll_call *c = args;
+
+	if (c->packed) { /* the arrays came with the launch, after the call */
+		const size_t *v = (const size_t *)(c + 1);
+		c->scnt = v;
+		c->sdsp = v + c->team->n;
+		c->rdsp = v + 2 * c->team->n;
+	}
+	coll_run(k, c);
+}
 
 /* Host entry: check, then a one-block kernel on s. */
 static int coll_enqueue(gice_stream_t *s, const struct coll_call *c)
@@ -320,4 +383,40 @@ int gice_coll_alltoall_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint6
 			 gice_dtype_t type)
 {
 	return coll_run(k, &CALL_NOOP(COLL_ALLTOALL, 0));
+}
+
+int gice_coll_alltoallv_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, const size_t *send_counts,
+			  const size_t *send_displs, uint64_t recv, const size_t *recv_displs, gice_dtype_t type)
+{
+	struct coll_call c = {.team = team, .send = send, .recv = recv, .type = type, .kind = COLL_ALLTOALLV,
+			      .scnt = send_counts, .sdsp = send_displs, .rdsp = recv_displs};
+
+	return coll_run(k, &c);
+}
+
+int gice_coll_alltoallv(gice_stream_t *s, gice_team_t *team, uint64_t send, const size_t *send_counts,
+			const size_t *send_displs, uint64_t recv, const size_t *recv_displs, gice_dtype_t type)
+{
+	struct {
+		struct coll_call c;
+		size_t v[3 * COLL_V_MAX];
+	} a = {.c = {.team = team, .send = send, .recv = recv, .type = type, .kind = COLL_ALLTOALLV,
+		     .scnt = send_counts, .sdsp = send_displs, .rdsp = recv_displs}};
+	uint32_t n = team ? team->n : 0;
+	int rc;
+
+	if (!s)
+		return GICE_ERR_INVALID;
+	if (n > COLL_V_MAX) {
+		gice_error("api", "gice_coll_alltoallv: a team of %u from the host (at most %u: use the kernel form)", n,
+			   COLL_V_MAX);
+		return GICE_ERR_UNSUPPORTED;
+	}
+	if ((rc = coll_check(s->dev, &a.c, NULL)))
+		return rc;
+	memcpy(a.v, send_counts, n * sizeof(size_t));
+	memcpy(a.v + n, send_displs, n * sizeof(size_t));
+	memcpy(a.v + 2 * n, recv_displs, n * sizeof(size_t));
+	a.c.packed = 1;
+	return gice_launch(s, coll_kernel, 1, &a, sizeof(a.c) + 3 * n * sizeof(size_t));
 }

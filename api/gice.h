@@ -390,6 +390,16 @@ int gice_coll_alltoall(gice_stream_t *s, gice_team_t *team, uint64_t send, uint6
 		       gice_dtype_t type);
 int gice_coll_alltoall_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
 			 gice_dtype_t type);
+/* alltoallv (MoE dispatch/combine): send_counts[j] elements at send + send_displs[j] (in
+ * elements) go to team rank j, where they land at recv + j's recv_displs[me] (each device names
+ * where every rank's block lands in its own recv; the library exchanges these first). Arrays of
+ * team-size entries; the host form copies them (teams of at most 64 from the host:
+ * GICE_ERR_UNSUPPORTED beyond), the kernel form reads them while it runs. GICE_ERR_OUT_OF_BOUNDS
+ * for a block or a landing place past the heap. */
+int gice_coll_alltoallv(gice_stream_t *s, gice_team_t *team, uint64_t send, const size_t *send_counts,
+			const size_t *send_displs, uint64_t recv, const size_t *recv_displs, gice_dtype_t type);
+int gice_coll_alltoallv_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, const size_t *send_counts,
+			  const size_t *send_displs, uint64_t recv, const size_t *recv_displs, gice_dtype_t type);
 /* ================================================================ end of collectives */
 
 /* ================================================================ storage path and memory pools
