@@ -319,28 +319,94 @@ END_TEST
 
 /* ---------------------------------------------------------------- errors */
 
+/* What gice logs (stderr) during call, in text (of len bytes). */
+#define CAPTURE(text, len, call)                                                        \
+	do {                                                                            \
+		char path_[] = "/tmp/gice-coll-log-XXXXXX";                             \
+		int fd_ = mkstemp(path_), saved_;                                       \
+		ck_assert_int_ge(fd_, 0);                                               \
+		fflush(stderr);                                                         \
+		saved_ = dup(2);                                                        \
+		dup2(fd_, 2);                                                           \
+		close(fd_);                                                             \
+		call;                                                                   \
+		fflush(stderr);                                                         \
+		dup2(saved_, 2);                                                        \
+		close(saved_);                                                          \
+		FILE *f_ = fopen(path_, "r");                                           \
+		ck_assert_ptr_nonnull(f_);                                              \
+		size_t n_ = fread(text, 1, (len) - 1, f_);                              \
+		text[n_] = 0;                                                           \
+		fclose(f_);                                                             \
+		unlink(path_);                                                          \
+	} while (0)
+
+/* call returns status and logs message */
+#define EXPECT_FAIL(call, status, message)                                                           \
+	do {                                                                                         \
+		char text_[1024];                                                                    \
+		int rc_ = 0;                                                                         \
+		CAPTURE(text_, sizeof(text_), rc_ = (call));                                         \
+		ck_assert_msg(rc_ == (status), "%s returned %d, expected %d", #call, rc_, (status)); \
+		ck_assert_msg(strstr(text_, message), "%s logged '%s', expected '%s'", #call, text_, message); \
+	} while (0)
+
+struct bad_k_args {
+	gice_team_t *team;
+	uint64_t a, b;
+	int rc;
+};
+
+/* The kernel form with a root past the team: returns the error and fails the kernel. */
+static void bad_root_kernel(gice_kctx_t *k, void *p)
+{
+	struct bad_k_args *a = p;
+
+	a->rc = gice_coll_reduce_k(k, a->team, a->a, a->b, 1, GICE_INT32, GICE_RED_SUM, 9);
+}
+
+static int launch_sync(gice_stream_t *s, gice_kernel_t kernel, void *args, size_t size)
+{
+	int rc = gice_launch(s, kernel, 1, args, size);
+
+	return rc ? rc : gice_stream_sync(s, 0);
+}
+
 START_TEST(bad_calls_fail_exactly)
 {
 	gice_team_t *t2;
 	uint64_t heap = gice_sym_heap_bytes();
 
 	ck_assert_int_eq(gice_team_split_strided(team[NDEV], 1, 1, 2, &t2), GICE_OK); /* no gice_coll_init */
-	ck_assert_int_eq(gice_coll_allreduce(str[1], t2, A, B, 1, GICE_INT32, GICE_RED_SUM), GICE_ERR_INVALID);
-	ck_assert_int_eq(gice_coll_init(team[NDEV]), GICE_ERR_INVALID); /* twice */
-	ck_assert_int_eq(gice_coll_allreduce(str[0], team[NDEV], A, B, 1, GICE_INT32, GICE_RED_AVG), GICE_ERR_INVALID);
-	ck_assert_int_eq(gice_coll_allreduce(str[0], team[NDEV], A, B, 1, GICE_DTYPE_COUNT, GICE_RED_SUM),
-			 GICE_ERR_INVALID);
-	ck_assert_int_eq(gice_coll_allreduce(str[3], team[2], A, B, 1, GICE_INT32, GICE_RED_SUM), GICE_ERR_INVALID);
-	ck_assert_int_eq(gice_coll_allreduce(str[0], team[NDEV], A, heap - 4, 2, GICE_INT32, GICE_RED_SUM),
-			 GICE_ERR_OUT_OF_BOUNDS);
+	EXPECT_FAIL(gice_coll_allreduce(str[1], t2, A, B, 1, GICE_INT32, GICE_RED_SUM), GICE_ERR_INVALID,
+		    "gice_coll_allreduce: no gice_coll_init on this team");
+	EXPECT_FAIL(gice_coll_init(team[NDEV]), GICE_ERR_INVALID,
+		    "gice_coll_init: the team of 4 already has its collectives");
+	EXPECT_FAIL(gice_coll_allreduce(str[0], team[NDEV], A, B, 1, GICE_INT32, GICE_RED_AVG), GICE_ERR_INVALID,
+		    "gice_coll_allreduce: avg is for floating types, not int32");
+	EXPECT_FAIL(gice_coll_allreduce(str[0], team[NDEV], A, B, 1, GICE_DTYPE_COUNT, GICE_RED_SUM), GICE_ERR_INVALID,
+		    "gice_coll_allreduce: bad type 10 or op 0");
+	EXPECT_FAIL(gice_coll_allreduce(str[3], team[2], A, B, 1, GICE_INT32, GICE_RED_SUM), GICE_ERR_INVALID,
+		    "gice_coll_allreduce: device 3 is not in the team");
+	EXPECT_FAIL(gice_coll_allreduce(str[0], team[NDEV], A, heap - 4, 2, GICE_INT32, GICE_RED_SUM),
+		    GICE_ERR_OUT_OF_BOUNDS, "gice_coll_allreduce: 2 int32 at offsets");
+	EXPECT_FAIL(gice_coll_broadcast(str[0], team[NDEV], A, B, 1, GICE_INT32, 4), GICE_ERR_INVALID,
+		    "gice_coll_broadcast: root 4 out of range (team of 4)");
+	EXPECT_FAIL(gice_coll_alltoall(str[0], team[NDEV], A, A, 1, GICE_INT32), GICE_ERR_INVALID,
+		    "gice_coll_alltoall: in place is not supported (send == recv)");
 	/* a block of send past the heap; a landing place past it (where a peer's block would go) */
 	size_t cnt[NDEV] = {1, 1, 1, 1}, dsp[NDEV] = {0, 1, 2, heap}, far[NDEV] = {0, 1, 2, heap + 1},
 	       near[NDEV] = {0, 1, 2, 3};
-	ck_assert_int_eq(gice_coll_alltoallv(str[0], team[NDEV], A, cnt, dsp, B, near, GICE_INT8),
-			 GICE_ERR_OUT_OF_BOUNDS);
-	ck_assert_int_eq(gice_coll_alltoallv(str[0], team[NDEV], A, cnt, near, B, far, GICE_INT8),
-			 GICE_ERR_OUT_OF_BOUNDS);
-	ck_assert_int_eq(gice_coll_alltoallv(str[0], team[NDEV], A, NULL, near, B, near, GICE_INT8), GICE_ERR_INVALID);
+	EXPECT_FAIL(gice_coll_alltoallv(str[0], team[NDEV], A, cnt, dsp, B, near, GICE_INT8), GICE_ERR_OUT_OF_BOUNDS,
+		    "gice_coll_alltoallv: block 3 (1 int8 at 4194304, lands at 3): outside the 4194304-byte symmetric heap");
+	EXPECT_FAIL(gice_coll_alltoallv(str[0], team[NDEV], A, cnt, near, B, far, GICE_INT8), GICE_ERR_OUT_OF_BOUNDS,
+		    "gice_coll_alltoallv: block 3 (1 int8 at 3, lands at 4194305)");
+	EXPECT_FAIL(gice_coll_alltoallv(str[0], team[NDEV], A, NULL, near, B, near, GICE_INT8), GICE_ERR_INVALID,
+		    "gice_coll_alltoallv: NULL counts or displacements");
+	/* from a kernel: the same checks, and the kernel fails (its stream's next sync says so) */
+	struct bad_k_args a = {.team = team[NDEV], .a = A, .b = B};
+	EXPECT_FAIL(launch_sync(str[0], bad_root_kernel, &a, sizeof(a)), GICE_ERR_INVALID,
+		    "gice_coll_reduce: root 9 out of range (team of 4)");
 	ck_assert_int_eq(gice_team_destroy(t2), GICE_OK);
 }
 END_TEST
@@ -348,7 +414,7 @@ END_TEST
 START_TEST(coll_init_before_the_heap_fails)
 {
 	ck_assert_int_eq(gice_init(), GICE_OK);
-	ck_assert_int_eq(gice_coll_init(NULL), GICE_ERR_INVALID);
+	EXPECT_FAIL(gice_coll_init(NULL), GICE_ERR_INVALID, "gice_coll_init: no symmetric heap (gice_sym_init first)");
 	ck_assert_int_eq(gice_finalize(), GICE_OK);
 }
 END_TEST
