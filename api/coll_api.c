@@ -420,3 +420,43 @@ int gice_coll_alltoallv(gice_stream_t *s, gice_team_t *team, uint64_t send, cons
 	a.c.packed = 1;
 	return gice_launch(s, coll_kernel, 1, &a, sizeof(a.c) + 3 * n * sizeof(size_t));
 }
+
+/* ---------------------------------------------------------------- persistent allreduce */
+
+struct coll_persist {
+	struct coll_call c;
+	gice_counter_t trigger, done;
+	uint64_t first, iters;
+};
+
+static void coll_persist_kernel(gice_kctx_t *k, void *args)
+{
+	const struct coll_persist *p = args;
+	int rc = GICE_OK;
+
+	for (uint64_t i = 0; i < p->iters && !rc; i++) {
+		if ((rc = coll_wait(k, p->trigger, p->first + i)) || (rc = coll_run(k, &p->c)))
+			break; /* the failure failed the kernel */
+		gice_trigger_add(k, p->done, 1);
+	}
+}
+
+int gice_coll_allreduce_persistent(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+				   gice_dtype_t type, gice_redop_t op, gice_counter_t trigger, uint64_t first,
+				   uint64_t iters, gice_counter_t done)
+{
+	struct coll_persist p = {.c = CALL(COLL_ALLREDUCE, 0), .trigger = trigger, .done = done, .first = first,
+				 .iters = iters};
+	int rc;
+
+	if (!s)
+		return GICE_ERR_INVALID;
+	if ((rc = coll_check(s->dev, &p.c, NULL)))
+		return rc;
+	if (trigger == GICE_NO_COUNTER || done == GICE_NO_COUNTER || !iters) {
+		gice_error("api", "gice_coll_allreduce_persistent: trigger %u, done %u, %llu iterations", trigger, done,
+			   (unsigned long long)iters);
+		return GICE_ERR_INVALID;
+	}
+	return gice_launch(s, coll_persist_kernel, 1, &p, sizeof(p));
+}

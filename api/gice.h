@@ -400,6 +400,17 @@ int gice_coll_alltoallv(gice_stream_t *s, gice_team_t *team, uint64_t send, cons
 			const size_t *send_displs, uint64_t recv, const size_t *recv_displs, gice_dtype_t type);
 int gice_coll_alltoallv_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, const size_t *send_counts,
 			  const size_t *send_displs, uint64_t recv, const size_t *recv_displs, gice_dtype_t type);
+/* Persistent allreduce, with the host idle: one launch on s serves iters iterations. Iteration
+ * i (0-based) starts when counter trigger of this device reaches first + i — one trigger write
+ * per iteration, by a kernel (gice_trigger_add), a stream (gice_stream_write_value), an armed
+ * descriptor or a peer's signal — runs the allreduce of send into recv, then adds 1 to counter
+ * done. The kernel holds one SM for the whole run, and a wait for a trigger is a wait like any
+ * other: a gap of GICE_TIMEOUT_MS without the trigger fails it (GICE_ERR_TIMED_OUT). Counters
+ * only grow: the next run passes first = first + iters (or resets them; see gice_signal_reset).
+ * Errors as gice_coll_allreduce; GICE_ERR_INVALID for GICE_NO_COUNTER or 0 iterations. */
+int gice_coll_allreduce_persistent(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+				   gice_dtype_t type, gice_redop_t op, gice_counter_t trigger, uint64_t first,
+				   uint64_t iters, gice_counter_t done);
 /* ================================================================ end of collectives */
 
 /* ================================================================ storage path and memory pools

@@ -4,8 +4,8 @@
  * process and across 2, 3, 4, 5 and 8 processes (shm with the NVLink plane; 3 over tcp without
  * it), with the one-shot and the ring algorithm, in place and out of place, for counts 0, 1,
  * primes, sizes not divisible by the chunk (256 bytes here) and larger than one round of the
- * scratch (64 KiB here); called from a kernel 1000 times in a row alternating algorithms with
- * the host idle; the ring under injected drops, duplicates, reordering and corruption over tcp;
+ * scratch (64 KiB here); called from a kernel 1000 times in a row alternating algorithms, and
+ * a persistent allreduce fired 1000 times by one trigger write each, with the host idle; the ring under injected drops, duplicates, reordering and corruption over tcp;
  * and the exact errors of a team without gice_coll_init, avg on an integer type, bad type, a
  * device outside the team, a buffer past the heap.
  * Integers must be exact. Floats: the test values make every sum, product, min and max exact in
@@ -419,6 +419,64 @@ START_TEST(coll_init_before_the_heap_fails)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- persistent, host idle */
+
+#define PERSIST 1000
+
+struct drive_args {
+	gice_team_t *team;
+	uint64_t a, b;
+	gice_counter_t trigger, done;
+};
+
+/* Per iteration: new values into send (i + rank, i * 7 + j), one trigger write, then wait for
+ * the persistent allreduce's done and check every element of recv. */
+static void drive_kernel(gice_kctx_t *k, void *p)
+{
+	struct drive_args *a = p;
+	int64_t r = gice_team_rank(a->team, k->dev), *x = gice_sym_ptr(k->dev, a->a);
+	const int64_t *y = gice_sym_ptr(k->dev, a->b);
+
+	for (int64_t i = 1; i <= PERSIST; i++) {
+		for (size_t j = 0; j < 300; j++)
+			x[j] = i * 7 + (int64_t)j + r;
+		gice_trigger_add(k, a->trigger, 1);
+		if (gice_wait_until(k, a->done, GICE_CMP_GE, (uint64_t)i, 0, NULL))
+			return;
+		for (size_t j = 0; j < 300; j++)
+			if (y[j] != NDEV * (i * 7 + (int64_t)j) + NDEV * (NDEV - 1) / 2) {
+				gice_kernel_fail(k, GICE_ERR_INVALID, "persistent allreduce: wrong sum");
+				return;
+			}
+	}
+}
+
+START_TEST(persistent_allreduce_fired_by_one_trigger_write_a_thousand_times)
+{
+	struct drive_args a = {.team = team[NDEV], .a = A, .b = B};
+	gice_stream_t *s2[NDEV];
+
+	ck_assert_int_eq(gice_sym_counter_alloc(&a.trigger), GICE_OK);
+	ck_assert_int_eq(gice_sym_counter_alloc(&a.done), GICE_OK);
+	for (int i = 0; i < NDEV; i++) {
+		ck_assert_int_eq(gice_stream_create(dev[i], &s2[i]), GICE_OK);
+		ck_assert_int_eq(gice_coll_allreduce_persistent(str[i], team[NDEV], A, B, 300, GICE_INT64, GICE_RED_SUM,
+								 a.trigger, 1, PERSIST, a.done),
+				 GICE_OK);
+		ck_assert_int_eq(gice_launch(s2[i], drive_kernel, 1, &a, sizeof(a)), GICE_OK);
+	}
+	for (int i = 0; i < NDEV; i++) { /* the host only waits */
+		ck_assert_int_eq(gice_stream_sync(s2[i], 0), GICE_OK);
+		ck_assert_int_eq(gice_stream_sync(str[i], 0), GICE_OK);
+		ck_assert_uint_eq(gice_counter_read(dev[i], a.done), PERSIST);
+		ck_assert_int_eq(gice_stream_destroy(s2[i]), GICE_OK);
+	}
+	EXPECT_FAIL(gice_coll_allreduce_persistent(str[0], team[NDEV], A, B, 1, GICE_INT64, GICE_RED_SUM,
+						   GICE_NO_COUNTER, 1, 1, a.done),
+		    GICE_ERR_INVALID, "gice_coll_allreduce_persistent: trigger 4294967295");
+}
+END_TEST
+
 /* ---------------------------------------------------------------- across processes */
 
 static const size_t job_counts[] = {0, 1, 61, 1021, MAXC};
@@ -541,6 +599,7 @@ static Suite *suite(void)
 		{"other_collectives", other_collectives_match_the_host_reference, NDEV, setup_ring},
 		{"allreduce_repeated_in_a_kernel", allreduce_from_a_kernel_a_thousand_times, 1, setup_auto},
 		{"errors", bad_calls_fail_exactly, 1, setup_auto},
+		{"persistent", persistent_allreduce_fired_by_one_trigger_write_a_thousand_times, 1, setup_auto},
 		{"init_without_heap", coll_init_before_the_heap_fails, 1, NULL},
 		{"multiproc", allreduce_across_processes, 6, NULL},
 		{"faults", allreduce_under_faults, 1, NULL},
