@@ -4,7 +4,7 @@
 # four numbers), one per size or grid; rate also its '# rate S B window W: N msgs/s' line after
 # each row, in one process and on 2 ranks under gicerun (GICE_PLANE=net); idle and stress their
 # comment lines; file-read and file-write five and three rows per size; soak its verdict per rank;
-# allreduce a row per size, its --check passing;
+# allreduce a row per size, its --check passing, and the other collectives a row per size;
 # a usage error exits 2. The figures themselves are not judged here.
 set -u
 cd "$(dirname "$0")/.."
@@ -94,6 +94,10 @@ run "allreduce, one process" "$bench" allreduce --csv --sizes 8,4k,300k --iters 
 rows allreduce "8,20 4096,20 307200,20" 2
 run "allreduce, 3 ranks" "$build/bin/gicerun" -n 3 "$bench" allreduce --csv --sizes 8,300k --iters 20 --check
 rows allreduce "8,20 307200,20" 3
+for b in allgather reduce_scatter broadcast alltoall; do
+	run "$b, 3 ranks" "$build/bin/gicerun" -n 3 "$bench" $b --csv --sizes 96,300k --iters 20
+	rows $b "96,20 307200,20" 3
+done
 
 run "usage error" "$bench" rate --window 0
 [ "$rc" = 2 ] || { echo "FAIL: rate --window 0 exits $rc, expected 2"; fail=1; }

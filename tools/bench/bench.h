@@ -103,5 +103,9 @@ int bench_file_write(void);
 int bench_soak(void);
 int bench_barrier(void); /* bench_team.c */
 int bench_allreduce(void); /* bench_coll.c */
+int bench_allgather(void);
+int bench_reduce_scatter(void);
+int bench_broadcast(void);
+int bench_alltoall(void);
 
 #endif

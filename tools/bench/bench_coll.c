@@ -1,18 +1,25 @@
-/* bench_coll.c: gice-bench allreduce, the team collectives. Every device of the job (two in this
- * process when it runs alone, else one per rank) runs one kernel per size that times --iters
- * calls of gice_coll_allreduce_k (float32 sums, out of place, on the world team) after
- * iters / 4 + 2 untimed ones (threads still spinning after the set-up settle); the host is idle
- * meanwhile. Rank 0 prints p50 and p99 of one call (its first device's) and, as nccl-tests
- * define them, algbw = bytes / p50 time (MBps) and busbw = algbw * 2 (n - 1) / n (busbw_MBps).
- * --check then runs one allreduce of known values per size and compares every element with the
- * host reference. Sizes: --sizes, default 8 B to 64 MiB in steps of 8x. GICE_ALGO and
- * GICE_CHUNK_BYTES choose the algorithm. */
+/* bench_coll.c: gice-bench allreduce (and allgather, reduce_scatter, broadcast, alltoall), the
+ * team collectives. Every device of the job (two in this process when it runs alone, else one
+ * per rank) runs one kernel per size that times --iters calls of the collective's kernel form
+ * (float32, sums, out of place, world team, root 0) after iters / 4 + 2 untimed ones (threads
+ * still spinning after the set-up settle); the host is idle meanwhile. Rank 0 prints p50 and p99
+ * of one call (its first device's) and, as nccl-tests define them, algbw = bytes / p50 (MBps;
+ * bytes: the whole buffer — allgather's recv, reduce_scatter's send, one rank's alltoall send)
+ * and busbw (busbw_MBps) = algbw x 2(n-1)/n for allreduce, x 1 for broadcast, x (n-1)/n for the
+ * others. allreduce --check then runs one call of known values per size and compares every
+ * element with the host reference. Sizes: --sizes, default 8 B to 64 MiB in steps of 8x.
+ * GICE_ALGO and GICE_CHUNK_BYTES choose the allreduce's algorithm. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "tools/bench/bench.h"
 
+/* The collective timed: gice-bench allreduce | allgather | reduce_scatter | broadcast | alltoall */
+enum bench_coll { BC_ALLREDUCE, BC_ALLGATHER, BC_REDUCE_SCATTER, BC_BROADCAST, BC_ALLTOALL };
+static const char *const bc_name[] = {"allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"};
+
 struct coll_args {
+	enum bench_coll which;
 	gice_team_t *team;
 	uint64_t a, b;
 	size_t count;
@@ -28,7 +35,25 @@ static void allreduce_kernel(gice_kctx_t *k, void *a_)
 
 	for (long i = -(a->iters / 4 + 2); i < a->iters; i++) {
 		uint64_t t0 = now_ns();
-		if (gice_coll_allreduce_k(k, a->team, a->a, a->b, a->count, GICE_FLOAT32, GICE_RED_SUM))
+		int rc;
+		switch (a->which) {
+		case BC_ALLGATHER:
+			rc = gice_coll_allgather_k(k, a->team, a->a, a->b, a->count, GICE_FLOAT32);
+			break;
+		case BC_REDUCE_SCATTER:
+			rc = gice_coll_reduce_scatter_k(k, a->team, a->a, a->b, a->count, GICE_FLOAT32, GICE_RED_SUM);
+			break;
+		case BC_BROADCAST:
+			rc = gice_coll_broadcast_k(k, a->team, a->a, a->b, a->count, GICE_FLOAT32, 0);
+			break;
+		case BC_ALLTOALL:
+			rc = gice_coll_alltoall_k(k, a->team, a->a, a->b, a->count, GICE_FLOAT32);
+			break;
+		default:
+			rc = gice_coll_allreduce_k(k, a->team, a->a, a->b, a->count, GICE_FLOAT32, GICE_RED_SUM);
+			break;
+		}
+		if (rc)
 			return;
 		if (mine && i >= 0)
 			a->t[i] = now_ns() - t0;
@@ -50,14 +75,14 @@ static void run(gice_stream_t **s, uint32_t n_local, struct coll_args *a)
 		CHECK(gice_stream_sync(s[i], 0));
 }
 
-int bench_allreduce(void)
+static int bench_coll(enum bench_coll which)
 {
 	static const size_t dflt[] = {8, 64, 512, 4096, 32768, 262144, 2u << 20, 16u << 20, 64u << 20};
 	uint32_t n_local = gice_world_size() == 1 ? 2 : 1;
 	size_t sizes[32], nsizes = 0, max = 0;
 	gice_device_t *d[2];
 	gice_stream_t *s[2];
-	struct coll_args a = {0};
+	struct coll_args a = {.which = which};
 	int bad = 0;
 
 	if (opt.nsizes_set)
@@ -83,8 +108,11 @@ int bench_allreduce(void)
 	CHECK(gice_sym_alloc(max, &a.b));
 	uint32_t n = gice_team_size(a.team);
 	for (size_t si = 0; si < nsizes; si++) {
-		size_t bytes = sizes[si] / 4 * 4;
-		a.count = bytes / 4;
+		/* bytes: the whole buffer, as nccl-tests count it (allgather: recv; reduce_scatter: send;
+		 * alltoall: one rank's send); count: what the call takes */
+		size_t per = which == BC_ALLREDUCE || which == BC_BROADCAST ? 1 : n;
+		a.count = sizes[si] / 4 / per;
+		size_t bytes = a.count * 4 * per;
 		a.iters = coll_iters(bytes);
 		if (!(a.t = calloc((size_t)a.iters, sizeof(uint64_t))))
 			die("calloc", GICE_ERR_NO_MEMORY);
@@ -96,11 +124,13 @@ int bench_allreduce(void)
 		run(s, n_local, &a);
 		if (gice_rank() == 0) {
 			double p50 = pct(a.t, a.iters, 0.5), algbw = p50 > 0 ? (double)bytes / p50 : 0;
-			row("allreduce", gice_device_provider(d[0]), (int)n, bytes, a.iters, p50, pct(a.t, a.iters, 0.99),
-			    algbw, algbw * 2.0 * (n - 1) / n);
+			/* busbw: allreduce 2(n-1)/n, broadcast 1, the others (n-1)/n (nccl-tests) */
+			double f = which == BC_ALLREDUCE ? 2.0 * (n - 1) / n : which == BC_BROADCAST ? 1.0 : (double)(n - 1) / n;
+			row(bc_name[which], gice_device_provider(d[0]), (int)n, bytes, a.iters, p50, pct(a.t, a.iters, 0.99),
+			    algbw, algbw * f);
 		}
 		free(a.t);
-		if (!opt.check)
+		if (!opt.check || which != BC_ALLREDUCE)
 			continue;
 		/* known values: rank r holds (r + 1) * (j % 7); the sum is (j % 7) n (n + 1) / 2, exact */
 		long iters = a.iters;
@@ -130,3 +160,9 @@ int bench_allreduce(void)
 	}
 	return bad;
 }
+
+int bench_allreduce(void) { return bench_coll(BC_ALLREDUCE); }
+int bench_allgather(void) { return bench_coll(BC_ALLGATHER); }
+int bench_reduce_scatter(void) { return bench_coll(BC_REDUCE_SCATTER); }
+int bench_broadcast(void) { return bench_coll(BC_BROADCAST); }
+int bench_alltoall(void) { return bench_coll(BC_ALLTOALL); }

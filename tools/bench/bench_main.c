@@ -106,7 +106,8 @@ static void usage(FILE *f)
 		   "       gice-bench file-read|file-write --file PATH [--sizes 1m,256m,...] [--iters N] [--csv]\n"
 		   "       gice-bench soak [--iters N] [--provider NAME]\n"
 		   "       gice-bench barrier [--csv] [--iters N] [--provider NAME]\n"
-		   "       gice-bench allreduce [--csv] [--sizes 8,...,64m] [--iters N] [--check] [--provider NAME]\n");
+		   "       gice-bench allreduce [--csv] [--sizes 8,...,64m] [--iters N] [--check] [--provider NAME]\n"
+		   "       gice-bench allgather|reduce_scatter|broadcast|alltoall [--csv] [--sizes ...] [--iters N]\n");
 }
 
 /* A number with an optional k, m or g suffix (binary), within [min, max]; 0 on success. */
@@ -248,6 +249,14 @@ int main(int argc, char **argv)
 		rc = bench_barrier();
 	else if (!strcmp(argv[optind], "allreduce"))
 		rc = bench_allreduce();
+	else if (!strcmp(argv[optind], "allgather"))
+		rc = bench_allgather();
+	else if (!strcmp(argv[optind], "reduce_scatter"))
+		rc = bench_reduce_scatter();
+	else if (!strcmp(argv[optind], "broadcast"))
+		rc = bench_broadcast();
+	else if (!strcmp(argv[optind], "alltoall"))
+		rc = bench_alltoall();
 	else {
 		usage(stderr);
 		rc = 2;
