@@ -39,6 +39,8 @@ struct api_coll {
 	uint64_t xchg_off;                /* alltoallv: n displacements out, then n in (uint64) */
 	uint64_t chunk_bytes, small_max;  /* GICE_CHUNK_BYTES, GICE_COLL_SMALL_BYTES (clipped) */
 	enum coll_algo algo;              /* GICE_ALGO */
+	uint32_t *ring;                   /* ring order: ring[p] is the team rank at ring position p */
+	uint32_t *ring_pos;               /* its inverse: ring_pos[team rank] */
 	gice_counter_t c[COLL_N_CTRS];
 	struct coll_local local[API_SYM_MAX_LOCAL]; /* like gice_team.local */
 };

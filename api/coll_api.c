@@ -4,6 +4,7 @@
 #include "api/coll.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,10 @@ const gice_param_t api_coll_params[] = {
 	 "allreduce: largest buffer the one-shot algorithm takes under GICE_ALGO=auto (its slots are also "
 	 "clipped to a quarter of the scratch over 2 x team size)",
 	 GICE_PARAM_SIZE, 0, 1ull << 30},
+	{"GICE_TOPO", "auto",
+	 "ring order of the ring collectives: auto (the team's ranks grouped by host, each host's in rank "
+	 "order, so that the NVLink plane carries all but one step per host) or rank (team rank order)",
+	 GICE_PARAM_STR, 0, 0},
 	{"GICE_COLL_SCRATCH_BYTES", "4m",
 	 "symmetric heap taken by gice_coll_init per team: one-shot slots and the ring's two landing banks",
 	 GICE_PARAM_SIZE, 64ull << 10, 16ull << 30},
@@ -49,6 +54,8 @@ void api_coll_free(gice_team_t *t)
 		return;
 	for (int i = 0; i < COLL_N_CTRS; i++)
 		gice_sym_counter_free(t->coll->c[i]);
+	free(t->coll->ring);
+	free(t->coll->ring_pos);
 	free(t->coll); /* its scratch stays in the heap: the allocators of every rank stay in step */
 	t->coll = NULL;
 }
@@ -75,6 +82,56 @@ static int coll_read_params(struct api_coll *st)
 		gice_error("api", "GICE_ALGO=%s: not auto, oneshot or ring", algo);
 		return GICE_ERR_CONFIG;
 	}
+	return GICE_OK;
+}
+
+/* Host identity of device g (same string: same host), from what every rank learned of every
+ * device at its open: the same answer on every rank. Under api_g.lock. */
+static const char *coll_host_of(uint32_t g)
+{
+	for (uint64_t i = 0; i < api_g.max_devices; i++)
+		if (api_g.devs[i] && api_g.devs[i]->gid == g)
+			return api_g.host;
+	for (uint32_t i = 0; i < api_g.n_remote; i++)
+		if (api_g.remote[i].gid == g)
+			return api_g.remote[i].host;
+	return "";
+}
+
+/* The ring order of team (GICE_TOPO): auto groups the ranks by host, hosts in order of their
+ * lowest rank, each host's ranks in rank order; every rank computes the same. */
+static int coll_ring_order(gice_team_t *team, struct api_coll *st)
+{
+	const char *topo = gice_param_str(gice_param_find(api_coll_params, "GICE_TOPO"));
+	uint32_t n = team->n, p = 0;
+
+	if (strcmp(topo, "auto") && strcmp(topo, "rank")) {
+		gice_error("api", "GICE_TOPO=%s: not auto or rank", topo);
+		return GICE_ERR_CONFIG;
+	}
+	if (!(st->ring = calloc(n, sizeof(uint32_t))) || !(st->ring_pos = malloc(n * sizeof(uint32_t))))
+		return GICE_ERR_NO_MEMORY;
+	for (uint32_t r = 0; r < n; r++)
+		st->ring_pos[r] = UINT32_MAX;
+	pthread_mutex_lock(&api_g.lock);
+	for (uint32_t r = 0; r < n; r++) {
+		if (st->ring_pos[r] != UINT32_MAX)
+			continue;
+		const char *h = coll_host_of(team->gids[r]);
+		for (uint32_t q = r; q < n; q++)
+			if (st->ring_pos[q] == UINT32_MAX &&
+			    (strcmp(topo, "rank") ? !strcmp(coll_host_of(team->gids[q]), h) : q == r)) {
+				st->ring_pos[q] = p;
+				st->ring[p++] = q;
+			}
+	}
+	pthread_mutex_unlock(&api_g.lock);
+	char text[128];
+	int len = 0;
+	for (uint32_t i = 0; i < n && i < 16 && len < (int)sizeof(text) - 12; i++)
+		len += snprintf(text + len, sizeof(text) - (size_t)len, " %u", st->ring[i]);
+	gice_debug("api", "gice_coll_init: team of %u: ring order (GICE_TOPO=%s):%s%s", n, topo, text,
+		   n > 16 ? " ..." : "");
 	return GICE_OK;
 }
 
@@ -119,6 +176,8 @@ int gice_coll_init(gice_team_t *team)
 		goto free_ctrs;
 	}
 	st->ring_bank = round_down((st->scratch_bytes - (st->ring_off - st->scratch)) / 2, 256);
+	if ((rc = coll_ring_order(team, st)))
+		goto free_ctrs; /* every member finds the same */
 	team->coll = st;
 	return GICE_OK;
 
@@ -127,6 +186,8 @@ free_ctrs:
 		gice_sym_counter_free(st->c[n_ctrs]);
 	gice_sym_free(st->scratch);
 free_st:
+	free(st->ring);
+	free(st->ring_pos);
 	free(st);
 	return rc;
 }

@@ -4,8 +4,9 @@
  *  - The buffer is cut into n segments (allreduce, reduce: segment s is elements
  *    [count s / n, count (s+1) / n); reduce_scatter, allgather: count elements each), each into
  *    rounds of P elements (what one bank of the scratch holds for the n - 1 steps), each round
- *    into chunks of GICE_CHUNK_BYTES. Ring position x carries segment x - 1, so that device `me`
- *    ends the reduce-scatter holding segment `me`.
+ *    into chunks of GICE_CHUNK_BYTES. The ring runs in GICE_TOPO order (by default the ranks of
+ *    one host next to each other); ring segment x is the segment of the device at ring position
+ *    x - 1, so that every device ends the reduce-scatter holding its own segment.
  *  - Reduce-scatter, step 0: every chunk of position `me` goes to the right neighbour's bank with
  *    a strong signal-add on its COLL_C_RS counter (strong: the counter reaching q means chunks
  *    1..q have all landed). Step s: the arrival of a chunk (the counter reaching its number)
@@ -36,7 +37,8 @@ struct ring {
 	const struct coll_call *c;
 	struct api_coll *st;
 	struct coll_local *l;
-	uint32_t n, me, right, left;
+	uint32_t n, me, rank;  /* team size, this device's ring position and team rank */
+	uint32_t right, left;  /* team ranks of the neighbours in ring order (GICE_TOPO) */
 	size_t esz, ce, P, M;  /* element size, elements per chunk, per round piece, longest segment */
 	size_t total;          /* elements of the segmented buffer */
 	uint8_t *send, *recv;
@@ -49,11 +51,11 @@ static size_t seg_lo(const struct ring *g, uint32_t seg)
 	return (size_t)((unsigned __int128)g->total * seg / g->n);
 }
 
-/* Chunk j of round r of ring position x (segment x - 1): elements [*lo, *lo + *len) of the
- * segmented buffer (len may be 0). */
+/* Chunk j of round r of ring segment x (the segment of the device at ring position x - 1):
+ * elements [*lo, *lo + *len) of the segmented buffer (len may be 0). */
 static void ring_chunk(const struct ring *g, uint32_t x, size_t r, size_t j, size_t *lo, size_t *len)
 {
-	uint32_t seg = (x + g->n - 1) % g->n;
+	uint32_t seg = g->st->ring[(x + g->n - 1) % g->n];
 	size_t s_lo = seg_lo(g, seg), s_len = seg_lo(g, seg + 1) - s_lo, rel = r * g->P + j * g->ce;
 	size_t end = rel + g->ce;
 
@@ -113,10 +115,10 @@ static int ring_final(struct ring *g, size_t lo, size_t len, const uint8_t *own,
 		dst = g->recv + lo * g->esz;
 		break;
 	case COLL_REDUCE_SCATTER:
-		dst = g->recv + (lo - seg_lo(g, g->me)) * g->esz;
+		dst = g->recv + (lo - seg_lo(g, g->rank)) * g->esz;
 		break;
 	default: /* reduce: at the root into recv, elsewhere in the slot, then to the root */
-		dst = g->me == c->root ? g->recv + lo * g->esz : in;
+		dst = g->rank == c->root ? g->recv + lo * g->esz : in;
 		break;
 	}
 	coll_reduce(dst, own, in, len, c->type, c->op);
@@ -124,7 +126,7 @@ static int ring_final(struct ring *g, size_t lo, size_t len, const uint8_t *own,
 		coll_scale(dst, len, c->type, g->n);
 	if (c->kind == COLL_ALLREDUCE)
 		return ring_send(g, c->recv + lo * g->esz, dst, len, g->st->c[COLL_C_AG]);
-	if (c->kind == COLL_REDUCE && g->me != c->root) {
+	if (c->kind == COLL_REDUCE && g->rank != c->root) {
 		(void)in_off;
 		return send_to(g, c->root, gice_sym_peer_ptr(g->k, c->team, c->root, 0, gice_sym_heap_bytes()),
 			       c->recv + lo * g->esz, dst, len, g->st->c[COLL_C_AG]);
@@ -214,11 +216,11 @@ static int ring_allgather(struct ring *g, size_t r, size_t K, int send_own)
 
 int coll_ring(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l, uint32_t me)
 {
-	struct ring g = {.k = k, .c = c, .st = st, .l = l, .n = c->team->n, .me = me};
+	struct ring g = {.k = k, .c = c, .st = st, .l = l, .n = c->team->n, .me = st->ring_pos[me], .rank = me};
 	int rc = GICE_OK;
 
-	g.right = (me + 1) % g.n;
-	g.left = (me + g.n - 1) % g.n;
+	g.right = st->ring[(g.me + 1) % g.n];
+	g.left = st->ring[(g.me + g.n - 1) % g.n];
 	g.esz = gice_dtype_size(c->type);
 	g.total = c->kind == COLL_ALLREDUCE || c->kind == COLL_REDUCE ? c->count : c->count * g.n;
 	g.ce = st->chunk_bytes / g.esz ? st->chunk_bytes / g.esz : 1;
