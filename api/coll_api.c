@@ -82,6 +82,11 @@ static int coll_read_params(struct api_coll *st)
 		gice_error("api", "GICE_ALGO=%s: not auto, oneshot or ring", algo);
 		return GICE_ERR_CONFIG;
 	}
+	const char *topo = gice_param_str(gice_param_find(api_coll_params, "GICE_TOPO"));
+	if (strcmp(topo, "auto") && strcmp(topo, "rank")) {
+		gice_error("api", "GICE_TOPO=%s: not auto or rank", topo);
+		return GICE_ERR_CONFIG;
+	}
 	return GICE_OK;
 }
 
@@ -105,10 +110,6 @@ static int coll_ring_order(gice_team_t *team, struct api_coll *st)
 	const char *topo = gice_param_str(gice_param_find(api_coll_params, "GICE_TOPO"));
 	uint32_t n = team->n, p = 0;
 
-	if (strcmp(topo, "auto") && strcmp(topo, "rank")) {
-		gice_error("api", "GICE_TOPO=%s: not auto or rank", topo);
-		return GICE_ERR_CONFIG;
-	}
 	if (!(st->ring = calloc(n, sizeof(uint32_t))) || !(st->ring_pos = malloc(n * sizeof(uint32_t))))
 		return GICE_ERR_NO_MEMORY;
 	for (uint32_t r = 0; r < n; r++)

@@ -382,7 +382,7 @@ START_TEST(bad_calls_fail_exactly)
 		    "gice_coll_allreduce: no gice_coll_init on this team");
 	EXPECT_FAIL(gice_coll_init(team[NDEV]), GICE_ERR_INVALID,
 		    "gice_coll_init: the team of 4 already has its collectives");
-	setenv("GICE_TOPO", "diagonal", 1); /* refused after the collective steps, which are undone */
+	setenv("GICE_TOPO", "diagonal", 1); /* refused before any collective step */
 	EXPECT_FAIL(gice_coll_init(t2), GICE_ERR_CONFIG, "GICE_TOPO=diagonal: not auto or rank");
 	unsetenv("GICE_TOPO");
 	EXPECT_FAIL(gice_coll_allreduce(str[1], t2, A, B, 1, GICE_INT32, GICE_RED_SUM), GICE_ERR_INVALID,
