@@ -6,7 +6,6 @@
  * put with a strong signal through the CT. */
 #include "api/coll.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 /* Send bytes at src to team rank pe's heap offset dst_off and add 1 to its counter ctr once
@@ -17,8 +16,7 @@ static int direct_send_on(gice_kctx_t *k, const struct coll_call *c, struct api_
 	uint8_t *q = gice_sym_peer_ptr(k, c->team, pe, dst_off, bytes);
 
 	if (q) {
-		memcpy(q, src, bytes);
-		atomic_thread_fence(memory_order_release); /* the bytes before the counter */
+		memcpy(q, src, bytes); /* released by the add (a seq_cst read-modify-write) */
 		return gice_peer_trigger_add(k, c->team->gids[pe], ctr, 1);
 	}
 	l->done++;

@@ -29,7 +29,6 @@
  *    its puts' completions (send and recv are free then). */
 #include "api/coll.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 struct ring {
@@ -71,7 +70,8 @@ static void ring_chunk(const struct ring *g, uint32_t x, size_t r, size_t j, siz
  * far to its heap. */
 static int plane_announce(struct ring *g, uint32_t pe, gice_counter_t ctr)
 {
-	atomic_thread_fence(memory_order_release);
+	/* the add is a seq_cst read-modify-write of the counter: it releases the stores before it
+	 * to the waiter that reads the counter (acquire) */
 	return gice_peer_trigger_add(g->k, g->c->team->gids[pe], ctr, 1);
 }
 

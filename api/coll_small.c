@@ -10,7 +10,6 @@
  * be two calls ahead, so a parity's counter only ever counts one call at a time. */
 #include "api/coll.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 int coll_allreduce_oneshot(gice_kctx_t *k, const struct coll_call *c, struct api_coll *st, struct coll_local *l,
@@ -35,8 +34,8 @@ int coll_allreduce_oneshot(gice_kctx_t *k, const struct coll_call *c, struct api
 		} else
 			rc = gice_sym_put_signal(k, t, pe, mine_off, mine, bytes, ctr, 1, GICE_SIGNAL_ADD, GICE_NO_COUNTER);
 	}
-	/* the stores above are visible before the counter adds that announce them */
-	atomic_thread_fence(memory_order_release);
+	/* each add below is a seq_cst read-modify-write of the peer's counter: it releases the stores
+	 * above to the peer that reads the counter (acquire) */
 	for (uint32_t i = 0; i < n_plane && !rc; i++)
 		rc = gice_peer_trigger_add(k, t->gids[plane[i]], ctr, 1);
 	if (rc)
