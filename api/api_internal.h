@@ -107,7 +107,8 @@ struct api_state {
 	gice_faults_t faults;
 	uint64_t t0_ns;
 	_Atomic uint64_t kill_at_ns; /* this rank SIGKILLs itself then (fault injection); 0: never */
-	int on_timeout, host_mode, stats;
+	int on_timeout, host_mode, stats; /* stats: GICE_STATS, 0 off, 1 text, 2 json */
+	char trace_path[512];             /* GICE_TRACE, "" off */
 	pthread_t watchdog;
 	int watchdog_on;
 	_Atomic uint32_t watchdog_stop; /* futex word: gice_finalize wakes the watchdog at once */
@@ -138,6 +139,17 @@ static inline int api_dev_off(const gice_device_t *d, const void *ptr, uint64_t 
 
 /* gice.c */
 void api_stats_add(gice_stats_t *sum, const gice_stats_t *st);
+/* api_obs.c (GICE_STATS, GICE_TRACE; api_g.lock held): sample d's trace ring and CT busy
+ * times (at its close); print the stage percentiles and CT busy shares of the samples as text
+ * lines or (json) one JSON object holding the counters t as well. */
+void api_obs_collect(gice_device_t *d);
+void api_obs_collect_open(void); /* every device still open */
+void api_obs_print(const gice_stats_t *t, int json);
+/* The samples so far: their traces and each one's device; the count. */
+uint32_t api_obs_traces(const ct_trace_t **tr, const uint32_t **gid);
+void api_obs_reset(void);
+/* api_trace.c: GICE_TRACE=path: write the samples as Trace Event JSON (gice_finalize). */
+void api_trace_write(const char *path);
 /* api_watchdog.c: the watchdog thread (started by gice_init) */
 void *api_watchdog_main(void *arg);
 /* Abort d with status (what info says, when not NULL): record it as d's error, end every wait

@@ -17,10 +17,10 @@
 
 /* clang-format off */
 #define GICE_STATS_LIST(X)                                                                                           \
-	X(tx_pkts,          ENGINE, _,          "packets sent the first time (acks and retransmits not counted)")    \
-	X(rx_pkts,          ENGINE, _,          "packets received and accepted")                                     \
+	X(tx_pkts,          ENGINE, _,          "sequenced packets sent the first time: data, requests, responses, NACKs (not ACKs, heartbeats, retransmits)") \
+	X(rx_pkts,          ENGINE, _,          "sequenced packets received and accepted, each once, counted as tx_pkts (lossless: the peers' tx_pkts to here)") \
 	X(tx_bytes,         ENGINE, _,          "payload bytes of the packets counted in tx_pkts")                   \
-	X(rx_bytes,         ENGINE, _,          "payload bytes received in accepted packets")                        \
+	X(rx_bytes,         ENGINE, _,          "payload bytes of the packets counted in rx_pkts")                   \
 	X(ops_done,         ENGINE, _,          "operations issued on this device that succeeded")                   \
 	X(ops_failed,       ENGINE, _,          "operations issued on this device that failed")                      \
 	X(nacks_sent,       ENGINE, _,          "NACKs sent: requests from peers refused (key, bounds, signal)")     \

@@ -268,6 +268,9 @@ uint32_t ct_engine_max_ops(const ct_engine_t *e);
 
 /* Copy e's counters (relaxed loads, each one consistent, not the set) into *st. */
 void ct_engine_stats(const ct_engine_t *e, ct_stats_t *st);
+/* CT ct's thread: ns since it started (*alive_ns) and of those the ns it spent in passes that
+ * found work (*busy_ns; the rest it polled or slept). GICE_ERR_INVALID for a bad ct. */
+int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint64_t *alive_ns);
 /* Copy up to max most recent traces (oldest first); returns the count. */
 uint32_t ct_trace_read(const ct_engine_t *e, ct_trace_t *out, uint32_t max);
 

@@ -173,6 +173,9 @@ typedef struct ct_tile {
 	_Atomic int proxied;          /* the host proxy runs this tile too (fallback) */
 	int stalled;                  /* watchdog: a stall was reported */
 	_Atomic uint64_t stall_from, stall_until; /* injected stall (absolute ns), from 0: none */
+	/* GICE_STATS: its thread's start, and the time it spent in passes that found work (its
+	 * thread writes, relaxed; ct_engine_ct_busy reads) */
+	_Atomic uint64_t t_start_ns, busy_ns;
 } ct_tile_t;
 
 #define CT_TRACE_RING 256u

@@ -382,8 +382,6 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	}
 	p = &e->peers[h.src_gid];
 	p->t_rx = gice_coarse_ns(); /* silence is judged in 100s of ms */
-	ct_stat_add(e, CT_STAT_rx_pkts, 1);
-	ct_stat_add(e, CT_STAT_rx_bytes, h.payload_len);
 	switch (h.op) {
 	case CT_PKT_ACK:
 		ct_rx_ack(e, p, h.psn, (uint32_t)h.value, h.aux);
@@ -411,6 +409,9 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 		return;
 	}
 	p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] |= 1ull << (h.psn % 64);
+	/* counted as the sender's tx_pkts counts: each sequenced packet once, no ACK or heartbeat */
+	ct_stat_add(e, CT_STAT_rx_pkts, 1);
+	ct_stat_add(e, CT_STAT_rx_bytes, h.payload_len);
 	while ((p->rx_seen[(p->rx_next_psn / 64) % (CT_PSN_WIN / 64)] >> (p->rx_next_psn % 64)) & 1) {
 		p->rx_seen[(p->rx_next_psn / 64) % (CT_PSN_WIN / 64)] &= ~(1ull << (p->rx_next_psn % 64));
 		p->rx_next_psn++;
