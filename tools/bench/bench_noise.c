@@ -34,7 +34,7 @@
 
 struct noise {
 	pid_t tid[NOISE_MAX_TARGETS];
-	char name[NOISE_MAX_TARGETS][20];
+	char name[NOISE_MAX_TARGETS][32];
 	int n;
 	_Atomic int stop;
 	_Atomic long delays;
