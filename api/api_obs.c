@@ -14,6 +14,7 @@
 
 #define OBS_TRACES 4096u /* operations kept across devices (the most recent per device) */
 #define OBS_CTS 256u
+#define OBS_KERNELS 8192u
 
 enum { OBS_PICKUP, OBS_WIRE, OBS_DONE, OBS_TOTAL, OBS_STAGES };
 static const char *const obs_stage_name[OBS_STAGES] = {"issue_to_pickup", "pickup_to_first_tx",
@@ -28,6 +29,9 @@ static struct {
 		uint64_t busy_ns, alive_ns;
 	} ct[OBS_CTS];
 	uint32_t n_ct;
+	api_kslice_t k[OBS_KERNELS]; /* GICE_TRACE: kernels of the streams destroyed so far */
+	uint32_t k_gid[OBS_KERNELS], k_sid[OBS_KERNELS];
+	uint32_t n_k;
 } obs;
 
 void api_obs_collect(gice_device_t *d)
@@ -145,7 +149,28 @@ uint32_t api_obs_traces(const ct_trace_t **tr, const uint32_t **gid)
 	return obs.n_tr;
 }
 
-void api_obs_reset(void) { obs.n_tr = obs.n_ct = 0; }
+void api_obs_collect_kernels(const gice_stream_t *s, uint32_t sid)
+{
+	uint64_t n = GICE_MIN(s->ks_n, (uint64_t)API_KSLICES);
+
+	pthread_mutex_lock(&api_g.lock);
+	for (uint64_t i = s->ks_n - n; i < s->ks_n && obs.n_k < OBS_KERNELS; i++) {
+		obs.k_gid[obs.n_k] = s->dev->gid;
+		obs.k_sid[obs.n_k] = sid;
+		obs.k[obs.n_k++] = s->ks[i % API_KSLICES];
+	}
+	pthread_mutex_unlock(&api_g.lock);
+}
+
+uint32_t api_obs_kernels(const api_kslice_t **k, const uint32_t **gid, const uint32_t **sid)
+{
+	*k = obs.k;
+	*gid = obs.k_gid;
+	*sid = obs.k_sid;
+	return obs.n_k;
+}
+
+void api_obs_reset(void) { obs.n_tr = obs.n_ct = obs.n_k = 0; }
 
 void api_obs_print(const gice_stats_t *t, int json)
 {

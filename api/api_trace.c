@@ -2,8 +2,8 @@
  * operations from its CT engine's trace ring) written at gice_finalize as a Chrome/Perfetto
  * trace (Trace Event JSON, ui.perfetto.dev or chrome://tracing opens it).
  *
- * A process per rank (pid = rank), a track per device (tid = its global id). Each operation is
- * an async slice from its issue (the kernel's request or the trigger that fired it) to its
+ * A process per rank (pid = rank), a track per device (tid = its global id) and one per stream
+ * (tid (gid + 1) * 1000 + stream id) with its kernels as slices. Each operation is an async slice from its issue (the kernel's request or the trigger that fired it) to its
  * completion, named "put 8 B -> d1", holding nested slices for its stages: queued (issue ->
  * CT pickup), ct (pickup -> first packet handed to the fabric), wire+ack (first packet ->
  * completion written). Times are CLOCK_MONOTONIC in us: every rank of one machine shares that
@@ -37,6 +37,33 @@ static void stage(FILE *f, const char *name, uint64_t id, uint32_t tid, uint64_t
 		return;
 	ev(f, "b", name, id, tid, a, first);
 	ev(f, "e", name, id, tid, b, first);
+}
+
+/* The kernels of the streams destroyed so far: a track per stream (tid (gid + 1) * 1000 + its
+ * id), each kernel a complete slice from its first block's start to its end as its stream saw
+ * it. */
+static void write_kernels(FILE *f)
+{
+	const api_kslice_t *k;
+	const uint32_t *gid, *sid;
+	uint32_t n = api_obs_kernels(&k, &gid, &sid);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t tid = (gid[i] + 1) * 1000 + sid[i], j = 0;
+		while (j < i && (gid[j] != gid[i] || sid[j] != sid[i]))
+			j++;
+		if (j == i) /* a track name per stream, once */
+			fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
+				   "\"device %u stream %u: kernels\"}}",
+				api_g.rank, tid, gid[i], sid[i]);
+		uint64_t dur = k[i].t_end > k[i].t_start ? k[i].t_end - k[i].t_start : 0;
+		fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"gice\",\"name\":\"kernel %u block%s%s\",\"pid\":%u,\"tid\":%u,"
+			   "\"ts\":%llu.%03llu,\"dur\":%llu.%03llu,\"args\":{\"fn\":\"0x%llx\",\"status\":%d}}",
+			k[i].nblocks, k[i].nblocks == 1 ? "" : "s", k[i].status ? " (failed)" : "", api_g.rank, tid,
+			(unsigned long long)(k[i].t_start / 1000), (unsigned long long)(k[i].t_start % 1000),
+			(unsigned long long)(dur / 1000), (unsigned long long)(dur % 1000), (unsigned long long)k[i].fn,
+			k[i].status);
+	}
 }
 
 void api_trace_write(const char *path)
@@ -73,6 +100,7 @@ void api_trace_write(const char *path)
 				   "\"device %u: operations\"}}",
 				api_g.rank, gid[i], gid[i]);
 	}
+	write_kernels(f);
 	for (uint32_t i = 0; i < n; i++) {
 		const ct_trace_t *t = &tr[i];
 		uint64_t id = ((uint64_t)api_g.rank << 32) | i;
