@@ -160,6 +160,8 @@ void api_obs_collect_open(void); /* every device still open */
 void api_obs_print(const gice_stats_t *t, int json);
 /* The samples so far: their traces and each one's device; the count. */
 uint32_t api_obs_traces(const ct_trace_t **tr, const uint32_t **gid);
+/* The requests that landed on the devices sampled, each with the device; the count. */
+uint32_t api_obs_landed(const ct_rx_trace_t **rx, const uint32_t **gid);
 /* GICE_TRACE: keep the kernel ring of stream s, id sid (at its destroy, its thread ended;
  * takes api_g.lock); the kernels kept so far, each with its device and stream id in *gid,
  * *sid; the count. */

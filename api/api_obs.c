@@ -24,6 +24,9 @@ static struct {
 	ct_trace_t tr[OBS_TRACES];
 	uint32_t gid[OBS_TRACES]; /* the device of tr[i] */
 	uint32_t n_tr;
+	ct_rx_trace_t rx[OBS_TRACES]; /* requests that landed on the devices sampled */
+	uint32_t rx_gid[OBS_TRACES];
+	uint32_t n_rx;
 	struct obs_ct {
 		uint32_t gid, ct;
 		uint64_t busy_ns, alive_ns;
@@ -42,6 +45,12 @@ void api_obs_collect(gice_device_t *d)
 	for (uint32_t i = 0; i < n && obs.n_tr < OBS_TRACES; i++) {
 		obs.gid[obs.n_tr] = d->gid;
 		obs.tr[obs.n_tr++] = tr[i];
+	}
+	ct_rx_trace_t rx[256];
+	n = ct_rx_trace_read(d->ct, rx, 256);
+	for (uint32_t i = 0; i < n && obs.n_rx < OBS_TRACES; i++) {
+		obs.rx_gid[obs.n_rx] = d->gid;
+		obs.rx[obs.n_rx++] = rx[i];
 	}
 	for (uint32_t c = 0; c < d->n_cts && obs.n_ct < OBS_CTS; c++) {
 		struct obs_ct *o = &obs.ct[obs.n_ct];
@@ -170,7 +179,14 @@ uint32_t api_obs_kernels(const api_kslice_t **k, const uint32_t **gid, const uin
 	return obs.n_k;
 }
 
-void api_obs_reset(void) { obs.n_tr = obs.n_ct = obs.n_k = 0; }
+uint32_t api_obs_landed(const ct_rx_trace_t **rx, const uint32_t **gid)
+{
+	*rx = obs.rx;
+	*gid = obs.rx_gid;
+	return obs.n_rx;
+}
+
+void api_obs_reset(void) { obs.n_tr = obs.n_ct = obs.n_k = obs.n_rx = 0; }
 
 void api_obs_print(const gice_stats_t *t, int json)
 {

@@ -6,13 +6,19 @@
  * (tid (gid + 1) * 1000 + stream id) with its kernels as slices. Each operation is an async slice from its issue (the kernel's request or the trigger that fired it) to its
  * completion, named "put 8 B -> d1", holding nested slices for its stages: queued (issue ->
  * CT pickup), ct (pickup -> first packet handed to the fabric), wire+ack (first packet ->
- * completion written). Times are CLOCK_MONOTONIC in us: every rank of one machine shares that
+ * completion written). A flow arrow leads from each operation's issue (a 1 ns slice on the
+ * initiator's "issued" track) to the moment its request landed at the target (a 1 ns slice on
+ * the target's "landed" track, in the target rank's file: merged, the arrows cross ranks).
+ * Times are CLOCK_MONOTONIC in us: every rank of one machine shares that
  * clock, so scripts/gice-trace-merge can put several ranks' files side by side as they are.
  * Nothing of this runs on the per-message path: the engine keeps its trace ring anyway. */
 #include "api/api_internal.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#define API_TRACE_ISSUED 900000u /* + gid: a device's issue points (flow tails) */
+#define API_TRACE_LANDED 800000u /* + gid: requests that landed on it (flow heads) */
 
 static const char *op_name(uint32_t op)
 {
@@ -66,6 +72,48 @@ static void write_kernels(FILE *f)
 	}
 }
 
+/* A flow's id: the message, by its source device and its id towards the target. */
+static uint64_t flow_id(uint32_t src_gid, uint32_t msg_id)
+{
+	return 1ull << 63 | (uint64_t)src_gid << 32 | msg_id; /* apart from the slices' ids */
+}
+
+/* A 1 ns slice on track tid at t (flows bind to slices of a thread track), with a flow event
+ * ph ("s" leaving it, "f" arriving at it) of id. */
+static void flow_point(FILE *f, const char *name, uint32_t tid, uint64_t t, const char *ph, uint64_t id)
+{
+	fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"gice\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":%llu.%03llu,"
+		   "\"dur\":0.001}",
+		name, api_g.rank, tid, (unsigned long long)(t / 1000), (unsigned long long)(t % 1000));
+	fprintf(f, ",\n{\"ph\":\"%s\",%s\"cat\":\"gice-flow\",\"name\":\"message\",\"id\":\"0x%llx\",\"pid\":%u,"
+		   "\"tid\":%u,\"ts\":%llu.%03llu}",
+		ph, ph[0] == 'f' ? "\"bp\":\"e\"," : "", (unsigned long long)id, api_g.rank, tid,
+		(unsigned long long)(t / 1000), (unsigned long long)(t % 1000));
+}
+
+/* Track names of a device's issue and landing points, once per device. */
+static void flow_tracks(FILE *f, uint32_t gid)
+{
+	fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
+		   "\"device %u: issued\"}}",
+		api_g.rank, API_TRACE_ISSUED + gid, gid);
+	fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
+		   "\"device %u: landed\"}}",
+		api_g.rank, API_TRACE_LANDED + gid, gid);
+}
+
+/* The requests that landed on this rank's devices: the arrow heads of the flows that the
+ * initiators (in this file or another rank's) start at their issue. */
+static void write_landed(FILE *f)
+{
+	const ct_rx_trace_t *rx;
+	const uint32_t *gid;
+	uint32_t n = api_obs_landed(&rx, &gid);
+
+	for (uint32_t i = 0; i < n; i++)
+		flow_point(f, "landed", API_TRACE_LANDED + gid[i], rx[i].t_landed, "f", flow_id(rx[i].src_gid, rx[i].msg_id));
+}
+
 void api_trace_write(const char *path)
 {
 	const ct_trace_t *tr;
@@ -95,12 +143,15 @@ void api_trace_write(const char *path)
 		uint32_t j = 0;
 		while (j < i && gid[j] != gid[i])
 			j++;
-		if (j == i)
+		if (j == i) {
 			fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
 				   "\"device %u: operations\"}}",
 				api_g.rank, gid[i], gid[i]);
+			flow_tracks(f, gid[i]);
+		}
 	}
 	write_kernels(f);
+	write_landed(f);
 	for (uint32_t i = 0; i < n; i++) {
 		const ct_trace_t *t = &tr[i];
 		uint64_t id = ((uint64_t)api_g.rank << 32) | i;
@@ -113,6 +164,8 @@ void api_trace_write(const char *path)
 		stage(f, "ct", id, gid[i], t->t_pickup, t->t_first_tx, &first);
 		stage(f, "wire+ack", id, gid[i], t->t_first_tx, t->t_complete, &first);
 		ev(f, "e", name, id, gid[i], t->t_complete, &first);
+		if (!t->status)
+			flow_point(f, "issued", API_TRACE_ISSUED + gid[i], t->t_issue, "s", flow_id(gid[i], t->msg_id));
 	}
 	fprintf(f, "\n]}\n");
 	if (fclose(f))

@@ -4,8 +4,9 @@
 # operation slice per put on each device's track (a begin and an end of one id, nothing
 # unpaired), its stage slices nested inside and in order (issue <= CT pickup <= first packet <=
 # completion), and one kernel slice on each device's stream track, during which that device's
-# puts were issued; on 2 ranks every rank writes PATH.R.json, and scripts/gice-trace-merge puts both
-# ranks' events in one file (and refuses a rank given twice).
+# puts were issued, and one flow per put from its issue to its landing at the target; on 2 ranks
+# every rank writes PATH.R.json, and scripts/gice-trace-merge puts both ranks' events in one
+# file, where every flow crosses from one rank to the other (and refuses a rank given twice).
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -42,15 +43,29 @@ for key, es in by_id.items():
         last = s[1]["ts"]
     per_track[(outer[0]["pid"], outer[0]["tid"])] = per_track.get((outer[0]["pid"], outer[0]["tid"]), 0) + 1
 assert len(per_track) == 2 and set(per_track.values()) == {ops}, ("operations per device track", per_track)
-kernels = [e for e in evs if e["ph"] == "X"]
-assert len(kernels) == 2 and len({(k["pid"], k["tid"]) for k in kernels}) == 2, ("one ping-pong kernel per stream", kernels)
+kernels = [e for e in evs if e["ph"] == "X" and e["name"].startswith("kernel ")]
+assert len(kernels) == 2 and len({(k["pid"], k["tid"]) for k in kernels}) == 2, ("one ping-pong kernel per stream", kernels[:4])
 for key, es in by_id.items(): # the puts are issued by the kernel of their device, while it runs
     b = [e for e in es if e["ph"] == "b" and e["name"].startswith("put ")][0]
     assert any(k["pid"] == b["pid"] and k["tid"] // 1000 - 1 == b["tid"] and
                k["ts"] - 0.001 <= b["ts"] <= k["ts"] + k["dur"] + 0.001 for k in kernels), ("issued outside its kernel", b)
 names = [e for e in evs if e["ph"] == "M" and e["name"] == "thread_name"]
-assert len(names) == 4, names
-print("%s: %d operations on %d device tracks, stages in order" % (path, sum(per_track.values()), len(per_track)))
+assert len(names) == 8, names # per device: operations, stream, issued, landed
+# one complete flow per operation: from its issue to its request landing at the target device
+tails = [e for e in evs if e["ph"] == "s"]
+heads = {}
+for e in evs:
+    if e["ph"] == "f":
+        assert e["id"] not in heads, ("two flow heads", e)
+        heads[e["id"]] = e
+assert len(tails) == sum(per_track.values()) == len(heads), (len(tails), len(heads))
+for s in tails:
+    h = heads.get(s["id"])
+    assert h and h["ts"] >= s["ts"] and h["tid"] != s["tid"], ("flow", s, h)
+    if len(pids) > 1:
+        assert h["pid"] != s["pid"], ("a flow between ranks stays in one", s, h)
+print("%s: %d operations on %d device tracks, stages in order, %d flows issue -> landed" % (
+    path, sum(per_track.values()), len(per_track), len(tails)))
 EOF
 }
 

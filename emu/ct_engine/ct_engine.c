@@ -499,6 +499,19 @@ uint32_t ct_trace_read(const ct_engine_t *ce, ct_trace_t *out, uint32_t max)
 	return n;
 }
 
+uint32_t ct_rx_trace_read(const ct_engine_t *ce, ct_rx_trace_t *out, uint32_t max)
+{
+	ct_engine_t *e = (ct_engine_t *)ce;
+	uint32_t n;
+
+	ct_link_lock(e);
+	n = (uint32_t)GICE_MIN((uint64_t)max, GICE_MIN(e->rx_trace_n, (uint64_t)CT_TRACE_RING));
+	for (uint32_t i = 0; i < n; i++)
+		out[i] = e->rx_trace[(e->rx_trace_n - n + i) % CT_TRACE_RING];
+	ct_link_unlock(e);
+	return n;
+}
+
 void ct_engine_set_reliable(ct_engine_t *e, int reliable, int csum)
 {
 	if (reliable >= 0)

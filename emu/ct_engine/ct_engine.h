@@ -171,7 +171,13 @@ typedef struct {
 	uint64_t bytes;
 	uint64_t t_issue, t_pickup, t_first_tx, t_complete;
 	int32_t status;
+	uint32_t msg_id; /* its id towards peer_gid: the target's ct_rx_trace_t names it too */
 } ct_trace_t;
+/* A request message that landed here (its data written, its signal due): the target's side. */
+typedef struct {
+	uint32_t src_gid, msg_id;
+	uint64_t t_landed;
+} ct_rx_trace_t;
 
 int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out);
 /* Stops the threads; pending operations complete with GICE_ERR_CANCELED. */
@@ -273,6 +279,8 @@ void ct_engine_stats(const ct_engine_t *e, ct_stats_t *st);
 int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint64_t *alive_ns);
 /* Copy up to max most recent traces (oldest first); returns the count. */
 uint32_t ct_trace_read(const ct_engine_t *e, ct_trace_t *out, uint32_t max);
+/* The same for the request messages that landed here. */
+uint32_t ct_rx_trace_read(const ct_engine_t *e, ct_rx_trace_t *out, uint32_t max);
 
 /* GICE_CTS, GICE_MTU, GICE_CT_SPIN_US, GICE_CT_POLL_US, GICE_CT_MAX_DESCS, GICE_QOS_WEIGHTS … */
 extern const gice_param_t ct_params[];

@@ -252,6 +252,8 @@ struct ct_engine {
 	uint64_t next_timer_ns; /* next retransmission check */
 	ct_trace_t trace[CT_TRACE_RING];
 	uint64_t trace_n;
+	ct_rx_trace_t rx_trace[CT_TRACE_RING]; /* requests landed here (ct_landed), link lock */
+	uint64_t rx_trace_n;
 
 	_Atomic uint64_t t_poll; /* last link progress pass */
 	_Atomic uint64_t hang_at_ns;
