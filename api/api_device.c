@@ -255,7 +255,9 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 	if ((rc = fab_open(&fa, &raw)))
 		goto err_tm;
 	/* every endpoint goes through the fault injector (a pass-through without GICE_FAULTS) */
-	if ((rc = fab_fault_wrap(raw, &api_g.faults, d->gid, &d->ep))) {
+	fab_fault_attr_t ffa = {.nranks = api_g.size, .max_gids = (uint32_t)api_g.max_gids,
+				.classify = ct_fault_classify, .start_later = 1};
+	if ((rc = fab_fault_wrap(raw, &api_g.faults, d->gid, &ffa, &d->ep))) {
 		fab_close(raw);
 		goto err_tm;
 	}
@@ -263,13 +265,12 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 	if ((rc = fab_getname(d->ep, d->addr, &d->addr_len)))
 		goto err_ep;
 	ct_engine_attr_t ca = {.gid = d->gid, .index = d->index, .n_cts = d->n_cts, .hbm = d->hbm, .tm = d->tm,
-			       .ep = d->ep, .timeout_ns = api_g.timeout_ns, .faults = &api_g.faults, .t0_ns = api_g.t0_ns,
+			       .ep = d->ep, .timeout_ns = api_g.timeout_ns, .faults = &api_g.faults,
+			       .t0_ns = API_FAULTS_LATER, /* the schedule starts at the end of the open */
 			       .host_proxy = api_g.host_mode, .fail_signals = !api_g.tolerate_dead,
 			       .on_peer_lost = api_peer_lost, .on_peer_lost_arg = d,
 			       .machine_cts = api_g.machine_ranks * gice_devices_per_rank() * d->n_cts};
 	ct_proto_job_key(boot_secret(api_g.boot), ca.job_key);
-	if (api_g.faults.hang_rank == (int32_t)api_g.rank)
-		ca.hang_at_ns = api_g.t0_ns + GICE_MAX(api_g.faults.hang_at_ns, 1ull);
 	d->host_mode = api_g.host_mode;
 	/* threads inherit their creator's CPU mask: create the device's threads on its CPU */
 	cpu_set_t saved;
@@ -309,6 +310,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 		goto err_smt;
 	gice_info("api", "device %u open: %u SMs, %u CTs, %llu bytes HBM, provider %s", d->gid, a.n_sms, d->n_cts,
 		  (unsigned long long)d->size, d->ep->provider);
+	api_faults_start(d); /* fault times count from now: set-up is never hit */
 	*out = d;
 	return GICE_OK;
 
@@ -363,6 +365,8 @@ int gice_device_close(gice_device_t *d)
 		pthread_mutex_unlock(&api_g.lock);
 	}
 	api_storage_quiesce(d); /* file operations end before the CTs stop */
+	if (api_g.stats)
+		api_print_peer_stats(d);
 	ct_engine_destroy(d->ct);
 	api_storage_destroy(d);
 	d->smt = NULL;

@@ -120,6 +120,13 @@ struct api_state {
 	gice_faults_t faults;
 	uint64_t t0_ns;
 	_Atomic uint64_t kill_at_ns; /* this rank SIGKILLs itself then (fault injection); 0: never */
+	/* gice_faults_set's kill_rank / hang_rank of another rank of this machine: the watchdog
+	 * sends sig to pid at at_ns (0: none) */
+	struct api_fault_signal {
+		_Atomic uint64_t at_ns;
+		int32_t pid, sig;
+		uint32_t rank;
+	} fault_sig[4];
 	int on_timeout, host_mode, stats; /* stats: GICE_STATS, 0 off, 1 text, 2 json */
 	char trace_path[512];             /* GICE_TRACE, "" off */
 	pthread_t watchdog;
@@ -170,8 +177,14 @@ uint32_t api_obs_kernels(const api_kslice_t **k, const uint32_t **gid, const uin
 void api_obs_reset(void);
 /* api_trace.c: GICE_TRACE=path: write the samples as Trace Event JSON (gice_finalize). */
 void api_trace_write(const char *path);
+void api_print_peer_stats(gice_device_t *d);
 /* api_watchdog.c: the watchdog thread (started by gice_init) */
 void *api_watchdog_main(void *arg);
+/* The fault schedule of GICE_FAULTS starts for device d (end of its open): network faults,
+ * stalls, hang and kill count from now. */
+void api_faults_start(gice_device_t *d);
+/* An origin for the engine's fault schedule that never comes: api_faults_start sets the real one. */
+#define API_FAULTS_LATER (UINT64_MAX / 2)
 /* Abort d with status (what info says, when not NULL): record it as d's error, end every wait
  * on d at once (wake_later: the caller wakes them, with tm_region_abort) and fail what is issued
  * later. */

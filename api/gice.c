@@ -115,7 +115,7 @@ static uint32_t machine_ranks(void)
 	return n ? n : 1;
 }
 
-/* GICE_ON_TIMEOUT, GICE_MODE, GICE_STATS, GICE_FAULTS. */
+/* GICE_ON_TIMEOUT, GICE_MODE, GICE_STATS, GICE_FAULTS, GICE_FAULT_SCRIPT. */
 static int read_fault_params(void)
 {
 	const char *ot = gice_param_str(gice_param_find(api_params, "GICE_ON_TIMEOUT"));
@@ -150,7 +150,8 @@ static int read_fault_params(void)
 	api_g.stats = !strcmp(stats, "json") ? 2 : stats[0] - '0';
 	snprintf(api_g.trace_path, sizeof(api_g.trace_path), "%s",
 		 gice_param_str(gice_param_find(api_params, "GICE_TRACE")));
-	return gice_faults_parse(gice_param_str(gice_param_find(fab_params, "GICE_FAULTS")), &api_g.faults);
+	return gice_faults_load(gice_param_str(gice_param_find(fab_params, "GICE_FAULTS")),
+				gice_param_str(gice_param_find(fab_params, "GICE_FAULT_SCRIPT")), &api_g.faults);
 }
 
 int gice_init(void)
@@ -195,6 +196,8 @@ int gice_init(void)
 	api_g.t0_ns = gice_now_ns();
 	memset(&api_g.job_err, 0, sizeof(api_g.job_err)); /* a new life: no error yet */
 	atomic_store(&api_g.kill_at_ns, 0);
+	for (size_t i = 0; i < GICE_ARRAY_SIZE(api_g.fault_sig); i++)
+		atomic_store(&api_g.fault_sig[i].at_ns, 0);
 	api_g.devs = calloc(api_g.max_devices, sizeof(*api_g.devs));
 	if (gice_param_u64(gice_param_find(ct_params, "GICE_CT_MAX_PEERS"), &api_g.max_gids) == GICE_OK)
 		api_g.peer_tm = calloc(api_g.max_gids, sizeof(*api_g.peer_tm));
@@ -219,8 +222,6 @@ int gice_init(void)
 	}
 	api_g.rank = boot_rank(api_g.boot);
 	api_g.size = boot_size(api_g.boot);
-	if (api_g.faults.kill_rank == (int32_t)api_g.rank)
-		atomic_store(&api_g.kill_at_ns, api_g.t0_ns + GICE_MAX(api_g.faults.kill_at_ns, 1ull));
 	host_identity(api_g.host, sizeof(api_g.host));
 	pid_identity(api_g.pidns, sizeof(api_g.pidns));
 	api_g.machine_ranks = machine_ranks();
@@ -235,7 +236,8 @@ int gice_init(void)
 	if (gice_faults_any_net(&api_g.faults) || api_g.faults.n_stall || api_g.faults.hang_rank >= 0 || api_g.faults.kill_rank >= 0) {
 		char spec[256];
 		gice_faults_format(&api_g.faults, spec, sizeof(spec));
-		gice_warn("fault", "rank %u: injecting faults: %s", api_g.rank, spec);
+		gice_warn("fault", "rank %u: injecting faults (times from the end of each device's open): %s", api_g.rank,
+			  spec);
 	}
 	pthread_mutex_unlock(&api_g.lock);
 	return GICE_OK;
@@ -273,6 +275,40 @@ void api_stats_add(gice_stats_t *sum, const gice_stats_t *st)
 		a[i] += b[i];
 }
 
+/* GICE_STATS=1: a line per peer that device d exchanged packets with (GICE_PEER_STATS_LIST),
+ * "gice peer stats: rank R: device D peer P (rank Q): name value ...", at its close or at
+ * gice_finalize. */
+void api_print_peer_stats(gice_device_t *d)
+{
+	gice_peer_stats_t ps;
+	char line[1024];
+	int n;
+
+	for (uint32_t g = 0; g < api_g.max_gids; g++) {
+		if (gice_device_peer_stats(d, g, &ps) || !(ps.tx_pkts || ps.rx_pkts || ps.fault_drops))
+			continue;
+		if (api_g.stats == 2) { /* GICE_STATS=json: a JSON object per line, as api_obs.c's */
+			const char *sep = "";
+			n = snprintf(line, sizeof(line), "{\"rank\":%u,\"device\":%u,\"peer\":%u,\"peer_rank\":%u,\"peer_counters\":{",
+				     api_g.rank, d->gid, g, g % (api_g.size ? api_g.size : 1));
+#define API_PEER_STAT_JSON(name)                                                                                    \
+	n += snprintf(line + n, sizeof(line) - (size_t)n, "%s\"" #name "\":%llu", sep, (unsigned long long)ps.name); \
+	sep = ",";
+			GICE_PEER_STATS_LIST(API_PEER_STAT_JSON)
+#undef API_PEER_STAT_JSON
+			fprintf(stderr, "%s}}\n", line);
+			continue;
+		}
+		n = snprintf(line, sizeof(line), "gice peer stats: rank %u: device %u peer %u (rank %u):", api_g.rank,
+			     d->gid, g, g % (api_g.size ? api_g.size : 1));
+#define API_PEER_STAT_PRINT(name) \
+	n += snprintf(line + n, sizeof(line) - (size_t)n, " " #name " %llu", (unsigned long long)ps.name);
+		GICE_PEER_STATS_LIST(API_PEER_STAT_PRINT)
+#undef API_PEER_STAT_PRINT
+		fprintf(stderr, "%s\n", line);
+	}
+}
+
 /* GICE_STATS=1: this rank's counters, summed over its devices (api_g.lock held). */
 #define API_STAT_NAME_FITS(name, from, field, help) _Static_assert(sizeof(#name) <= 20, #name " fits print_stats");
 GICE_STATS_LIST(API_STAT_NAME_FITS)
@@ -298,6 +334,10 @@ static void print_stats(void)
 	if (api_g.stats == 1)
 		fprintf(stderr, "%s\n", line);
 	api_obs_print(&t, api_g.stats == 2);
+	/* then the per-peer lines of the devices still open (a closed one printed its own) */
+	for (uint64_t i = 0; i < api_g.max_devices; i++)
+		if (api_g.devs[i] && api_g.devs[i]->live)
+			api_print_peer_stats(api_g.devs[i]);
 }
 
 /* What GICE_STATS and GICE_TRACE report at gice_finalize (api_g.lock held). */
@@ -385,6 +425,31 @@ int gice_device_stats(gice_device_t *d, gice_stats_t *st)
 #define API_STAT_FILL(name, from, field, help) st->name = API_STAT_FROM_##from(name, field);
 	GICE_STATS_LIST(API_STAT_FILL)
 #undef API_STAT_FILL
+	return GICE_OK;
+}
+
+int gice_device_peer_stats(gice_device_t *d, uint32_t peer, gice_peer_stats_t *st)
+{
+	ct_stats_t c;
+	fab_fault_stats_t f = {0};
+	sto_stats_t s = {0};     /* storage and pools are the device's, not a peer's: not per peer */
+	api_pool_stats_t p = {0};
+	gice_stats_t all;
+	int rc;
+
+	if (!d || !st)
+		return GICE_ERR_INVALID;
+	if ((rc = ct_engine_peer_stats(d->ct, peer, &c))) {
+		gice_error("api", "gice_device_peer_stats: device %u is not below GICE_CT_MAX_PEERS", peer);
+		return rc;
+	}
+	fab_fault_peer_stats(d->ep, peer, &f); /* zero when the injector keeps no per-peer counts */
+#define API_STAT_FILL(name, from, field, help) all.name = API_STAT_FROM_##from(name, field);
+	GICE_STATS_LIST(API_STAT_FILL)
+#undef API_STAT_FILL
+#define API_PEER_STAT_COPY(name) st->name = all.name;
+	GICE_PEER_STATS_LIST(API_PEER_STAT_COPY)
+#undef API_PEER_STAT_COPY
 	return GICE_OK;
 }
 

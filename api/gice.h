@@ -395,6 +395,19 @@ typedef struct {
 /* Copy dev's counters, summed since it was opened, into *st. GICE_OK. */
 int gice_device_stats(gice_device_t *dev, gice_stats_t *st);
 
+/* A device's counters for one peer device: the entries of GICE_PEER_STATS_LIST (gice_stats.h),
+ * named and meant as in gice_stats_t, counted for packets to (tx, faults) or from (rx,
+ * rx_csum_bad) that peer: which link is lossy, who sends corrupt packets. */
+typedef struct {
+#define GICE_PEER_STATS_FIELD(name) uint64_t name;
+	GICE_PEER_STATS_LIST(GICE_PEER_STATS_FIELD)
+#undef GICE_PEER_STATS_FIELD
+} gice_peer_stats_t;
+/* Copy dev's counters for peer device peer (a device id, gice_device_id_of) into *st.
+ * GICE_OK; GICE_ERR_INVALID: dev or st NULL; GICE_ERR_OUT_OF_BOUNDS: peer is not below
+ * GICE_CT_MAX_PEERS. */
+int gice_device_peer_stats(gice_device_t *dev, uint32_t peer, gice_peer_stats_t *st);
+
 /* Per-operation stage timestamps (CLOCK_MONOTONIC ns) of the most recent network operations. */
 typedef struct {
 	uint32_t op, peer;
@@ -466,13 +479,18 @@ int gice_job_error(gice_error_info_t *info);
  * returns GICE_ERR_ABORTED at once, and so does every later wait and operation; its error
  * state says so. The device must still be closed. GICE_ERR_INVALID on NULL. */
 int gice_device_abort(gice_device_t *dev);
-/* Inject faults from now on (GICE_FAULTS syntax, times counted from this call): the network
- * faults replace those on dev's sends (NULL or "" stops them); stall_ct=C@T+D stalls CT C of
- * dev; hang_rank/kill_rank naming this rank hang every device of the process / kill it. Network
- * faults turn gice's own retransmission on for dev (and CRC32C when they corrupt); receivers
- * check CRC32C only with GICE_CHECKSUM=1 or a corrupting GICE_FAULTS. GICE_ERR_CONFIG on a bad
- * spec, GICE_ERR_INVALID for a CT dev does not have, GICE_ERR_UNSUPPORTED for reorder or delay
- * on an endpoint opened ordered (name them in GICE_FAULTS). */
+/* Inject faults from now on (GICE_FAULTS syntax, docs/faults.md; times counted from this call):
+ * the network faults are added to those on dev's sends (they never clear others; NULL or ""
+ * clears them all); stall_ct=C@T+D stalls CT C of dev (when its group's rank= names this rank,
+ * or has none); hang_rank/kill_rank naming this rank hang every device of the process / kill
+ * it; naming another rank of this machine (same pid namespace), stop (SIGSTOP) / kill its
+ * process at T. Network faults turn gice's own retransmission on for dev and, when they
+ * corrupt, a CRC32C on what dev sends, which every receiver checks (dev does not start
+ * requiring CRCs from its peers). GICE_ERR_CONFIG on a bad spec; GICE_ERR_INVALID for a CT dev
+ * does not have or a rank not in the job; GICE_ERR_UNSUPPORTED for reorder or delay_us on an
+ * endpoint opened ordered (name them in GICE_FAULTS), or a kill/hang of a rank on another
+ * machine (logged: put it in GICE_FAULTS at start); GICE_ERR_OVERFLOW: more than 16 network
+ * faults in force, or 4 kills/hangs of other ranks pending. */
 int gice_faults_set(gice_device_t *dev, const char *spec);
 
 /* Every configuration parameter, for gice-info -c. cb is called once per parameter. */

@@ -17,8 +17,8 @@
 
 /* clang-format off */
 #define GICE_STATS_LIST(X)                                                                                           \
-	X(tx_pkts,          ENGINE, _,          "sequenced packets sent the first time: data, requests, responses, NACKs (not ACKs, heartbeats, retransmits)") \
-	X(rx_pkts,          ENGINE, _,          "sequenced packets received and accepted, each once, counted as tx_pkts (lossless: the peers' tx_pkts to here)") \
+	X(tx_pkts,          ENGINE, _,          "packets sent the first time (acks and retransmits not counted)")    \
+	X(rx_pkts,          ENGINE, _,          "packets received the first time (what the senders' tx_pkts count)") \
 	X(tx_bytes,         ENGINE, _,          "payload bytes of the packets counted in tx_pkts")                   \
 	X(rx_bytes,         ENGINE, _,          "payload bytes of the packets counted in rx_pkts")                   \
 	X(ops_done,         ENGINE, _,          "operations issued on this device that succeeded")                   \
@@ -61,7 +61,17 @@
 	X(pool_comm_largest, POOL, _,      "gauge: largest free block of the communication pool (fragmentation: 1 - largest / free)") \
 	X(pool_comp_used, POOL,  _,          "gauge: bytes allocated in the compute pool (gice_mem_alloc)")      \
 	X(pool_comp_free, POOL,  _,          "gauge: bytes free in the compute pool")                            \
-	X(pool_comp_largest, POOL, _,   "gauge: largest free block of the compute pool")
+	X(pool_comp_largest, POOL, _,   "gauge: largest free block of the compute pool") \
+	X(fault_paced,      FAULT,  paced,      "injected faults: sends a rate cap (rate=) refused for now")
 /* clang-format on */
+
+/* The counters also kept per peer device (gice_device_peer_stats, GICE_STATS=1): names of
+ * GICE_STATS_LIST entries, in gice_peer_stats_t order. Per peer, tx counts packets sent to it and
+ * rx packets from it, the same way: the first transmission / first arrival of each sequenced
+ * packet; retransmits and rx_csum_bad are the link's, the fault counts what this device's
+ * injector did to packets sent to it. */
+#define GICE_PEER_STATS_LIST(X)                                                                     \
+	X(tx_pkts) X(rx_pkts) X(tx_bytes) X(rx_bytes) X(retransmits) X(rx_csum_bad) X(fault_drops)  \
+	X(fault_dups) X(fault_reorders) X(fault_delays) X(fault_corrupts) X(fault_paced)
 
 #endif

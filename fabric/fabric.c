@@ -20,10 +20,16 @@ const gice_param_t fab_params[] = {
 	{"GICE_FAB_TX_DEPTH", "256", "send buffers per endpoint (packets in flight)", GICE_PARAM_U64, 1, 65536},
 	{"GICE_FAB_RX_DEPTH", "256", "receive buffers posted per endpoint", GICE_PARAM_U64, 1, 65536},
 	{"GICE_FAULTS", "",
-	 "faults to inject, comma-separated key=value; empty: none. Per packet sent: drop=P dup=P "
-	 "reorder=P corrupt=P (P in [0,1]), delay_us=N (hold each packet up to N us); seed=N (default "
-	 "1); stall_ct=C@T+D (CT C stalls at T for D, repeatable), hang_rank=R@T, kill_rank=R@T. "
-	 "T, D: 2s, 500ms, 200us, 100ns or bare ms; D may be inf",
+	 "faults to inject (docs/faults.md); empty: none. Groups separated by ';', items by ','. Per "
+	 "packet sent: drop=P dup=P reorder=P corrupt=P (P in [0,1]), delay_us=N, latency=DUR, "
+	 "rate=N(B|KB|MB|GB)ps, partition=A|B, nth_put=N, corrupt_msg=N, each with an optional window "
+	 "@T+D; scope of a group: link=A->B, peer=P, rank=R, after_ops=N, ctl=1; seed=N (default 1); "
+	 "stall_ct=C@T+D (repeatable), hang_rank=R@T, kill_rank=R@T. T, D: 2s, 500ms, 200us, 100ns or "
+	 "bare ms from the end of the device's open; D may be inf",
+	 GICE_PARAM_STR, 0, 0},
+	{"GICE_FAULT_SCRIPT", "",
+	 "a fault scenario file (docs/faults.md): one GICE_FAULTS group a line, each line may start "
+	 "with a window @T+D; read at gice_init after GICE_FAULTS; empty: none",
 	 GICE_PARAM_STR, 0, 0},
 	{NULL, NULL, NULL, 0, 0, 0},
 };

@@ -136,8 +136,7 @@ START_TEST(test_faults_parse_valid)
 
 	/* nothing */
 	ck_assert_int_eq(gice_faults_parse(NULL, &f), GICE_OK);
-	ck_assert(f.drop == 0 && f.dup == 0 && f.reorder == 0 && f.corrupt == 0);
-	ck_assert_uint_eq(f.delay_us, 0);
+	ck_assert_uint_eq(f.n_rules, 0);
 	ck_assert_uint_eq(f.seed, 1);
 	ck_assert_uint_eq(f.n_stall, 0);
 	ck_assert_int_eq(f.hang_rank, -1);
@@ -153,11 +152,18 @@ START_TEST(test_faults_parse_valid)
 					   "hang_rank=3@10s,kill_rank=1@250ms",
 					   &f),
 			 GICE_OK);
-	ck_assert(f.drop == 0.05);
-	ck_assert(f.dup == 0.25);
-	ck_assert(f.reorder == 1.0);
-	ck_assert(f.corrupt == 0.0);
-	ck_assert_uint_eq(f.delay_us, 300);
+	ck_assert_uint_eq(f.n_rules, 5);
+	ck_assert(f.rule[0].kind == GICE_FK_DROP && f.rule[0].p == 0.05);
+	ck_assert(f.rule[1].kind == GICE_FK_DUP && f.rule[1].p == 0.25);
+	ck_assert(f.rule[2].kind == GICE_FK_REORDER && f.rule[2].p == 1.0);
+	ck_assert(f.rule[3].kind == GICE_FK_CORRUPT && f.rule[3].p == 0.0);
+	ck_assert(f.rule[4].kind == GICE_FK_DELAY && f.rule[4].n == 300000);
+	for (int i = 0; i < 5; i++) { /* unscoped, for good */
+		ck_assert_uint_eq(f.rule[i].from, GICE_FAULTS_ANY);
+		ck_assert_uint_eq(f.rule[i].to, GICE_FAULTS_ANY);
+		ck_assert_uint_eq(f.rule[i].at_ns, 0);
+		ck_assert_uint_eq(f.rule[i].dur_ns, UINT64_MAX);
+	}
 	ck_assert_uint_eq(f.seed, 7);
 	ck_assert_uint_eq(f.n_stall, 3);
 	ck_assert_uint_eq(f.stall[0].ct, 2);
@@ -177,12 +183,12 @@ START_TEST(test_faults_parse_valid)
 
 	/* blanks and empty tokens are fine; each network fault alone turns "any" on */
 	ck_assert_int_eq(gice_faults_parse(" drop = 0.5 , ,seed=18446744073709551615,", &f), GICE_OK);
-	ck_assert(f.drop == 0.5);
+	ck_assert(f.n_rules == 1 && f.rule[0].p == 0.5);
 	ck_assert_uint_eq(f.seed, UINT64_MAX);
 	ck_assert_int_eq(gice_faults_parse("delay_us=1", &f), GICE_OK);
 	ck_assert_int_eq(gice_faults_any_net(&f), 1);
 	ck_assert_int_eq(gice_faults_parse("corrupt=1e-3", &f), GICE_OK);
-	ck_assert(f.corrupt == 0.001);
+	ck_assert(f.rule[0].kind == GICE_FK_CORRUPT && f.rule[0].p == 0.001);
 	ck_assert_int_eq(gice_faults_any_net(&f), 1);
 	ck_assert_int_eq(gice_faults_parse("kill_rank=0@0", &f), GICE_OK);
 	ck_assert_int_eq(f.kill_rank, 0);
@@ -228,7 +234,7 @@ START_TEST(test_faults_parse_invalid)
 		"kill_rank=2147483648@1s", /* above int32 */
 		"stall_ct=0@1+1,stall_ct=1@1+1,stall_ct=2@1+1,stall_ct=3@1+1,stall_ct=4@1+1,"
 		"stall_ct=5@1+1,stall_ct=6@1+1,stall_ct=7@1+1,stall_ct=8@1+1", /* nine stalls */
-		"drop=0.1;dup=0.1",       /* wrong separator */
+		"drop=0.1:dup=0.1",       /* wrong separator */
 	};
 	gice_faults_t f, before;
 
@@ -311,7 +317,7 @@ static void pair_open(pair_t *p, const char *prov, size_t max_packet, uint32_t t
 	int rc = fab_open(&attr, &raw);
 
 	ck_assert_msg(rc == GICE_OK, "fab_open(%s): %s", prov, gice_status_name(rc));
-	ck_assert_int_eq(fab_fault_wrap(raw, f, 3, &p->a), GICE_OK);
+	ck_assert_int_eq(fab_fault_wrap(raw, f, 3, NULL, &p->a), GICE_OK);
 	p->inner = raw;
 	ck_assert_int_eq(fab_open(&attr, &p->b), GICE_OK);
 	ck_assert_int_eq(fab_getname(p->b, addr_b, &lb), GICE_OK);
@@ -532,11 +538,11 @@ START_TEST(test_wrap_no_faults_in_order)
 	/* bad arguments leave inner with the caller */
 	fab_attr_t attr = {.provider = prov, .max_packet = max};
 	gice_faults_t bad = faults("drop=0.5");
-	bad.drop = 1.5;
+	bad.rule[0].p = 1.5;
 	ck_assert_int_eq(fab_open(&attr, &raw), GICE_OK);
-	ck_assert_int_eq(fab_fault_wrap(raw, &bad, 0, &p.a), GICE_ERR_INVALID);
-	ck_assert_int_eq(fab_fault_wrap(raw, NULL, 0, NULL), GICE_ERR_INVALID);
-	ck_assert_int_eq(fab_fault_wrap(NULL, NULL, 0, &p.a), GICE_ERR_INVALID);
+	ck_assert_int_eq(fab_fault_wrap(raw, &bad, 0, NULL, &p.a), GICE_ERR_INVALID);
+	ck_assert_int_eq(fab_fault_wrap(raw, NULL, 0, NULL, NULL), GICE_ERR_INVALID);
+	ck_assert_int_eq(fab_fault_wrap(NULL, NULL, 0, NULL, &p.a), GICE_ERR_INVALID);
 	fab_close(raw);
 	rx_free(&rx);
 	free(buf);
@@ -921,7 +927,7 @@ START_TEST(test_set_while_sending)
 	ck_assert(!memcmp(&st, &st0, sizeof(st))); /* fault-free sends are not counted */
 	/* reorder/delay on an endpoint that promised order: refused */
 	ck_assert_int_eq(fab_fault_set(p.a, &reorder), GICE_ERR_UNSUPPORTED);
-	reorder.reorder = 2;
+	reorder.rule[0].p = 2;
 	ck_assert_int_eq(fab_fault_set(p.a, &reorder), GICE_ERR_INVALID);
 
 	/* from another thread, while this one sends */
@@ -992,7 +998,7 @@ START_TEST(test_udp_dgram)
 		ck_assert_str_eq(ip, "127.0.0.1");
 	}
 	/* the wrapper carries it over */
-	ck_assert_int_eq(fab_fault_wrap(a, NULL, 1, &w), GICE_OK);
+	ck_assert_int_eq(fab_fault_wrap(a, NULL, 1, NULL, &w), GICE_OK);
 	ck_assert_uint_eq(w->max_packet, 1472);
 	ck_assert_int_eq(w->reliable, 0);
 	ck_assert_int_eq(w->ordered, 0);

@@ -351,7 +351,7 @@ START_TEST(a_peer_withholding_acks_starves_only_itself)
 	static const uint8_t junk[8] = "12345678";
 	gice_stats_t st;
 
-	ck_assert_int_eq(gice_faults_set(d2, "drop=1"), GICE_OK);
+	ck_assert_int_eq(gice_faults_set(d2, "drop=1,ctl=1") /* its ACKs too */, GICE_OK);
 	for (int i = 0; i < 1200; i++) {
 		ct_hdr_t hd = {.op = CT_PKT_PUT, .flags = CT_HF_FIRST | CT_HF_LAST, .src_gid = gice_device_id(d2),
 			       .msg_id = msg_id++, .psn = psn++, .rkey = bad_key, .roff = 0, .msg_len = 8};

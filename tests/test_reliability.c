@@ -386,6 +386,11 @@ START_TEST(test_stall_error)
 	ck_assert_msg(strstr(ev.msg, "CT 1 stalled") && strstr(ev.msg, "1 request(s) queued") &&
 			      strstr(ev.msg, "GICE_ERR_CT_STALLED"),
 		      "diagnostic: %s", ev.msg);
+	/* and names the operation and the counter its waiter watches */
+	char want[96];
+	snprintf(want, sizeof(want), "oldest: put of 100 B on connection %u, completion counter %u expected 1 found 0",
+		 (unsigned)c1, (unsigned)done);
+	ck_assert_msg(strstr(ev.msg, want), "diagnostic: %s (wanted \"%s\")", ev.msg, want);
 	gice_stats_t st;
 	ck_assert_int_eq(gice_device_stats(A, &st), GICE_OK);
 	ck_assert_uint_ge(st.ct_stalls, 1);
@@ -577,8 +582,8 @@ static int hang_rank_fn(int rank, int size)
 
 	(void)size;
 	FAILIF(gice_init(), "init");
-	uint64_t t_init = now_ms();
 	FAILIF(gice_device_open(NULL, &d), "open");
+	uint64_t t_open = now_ms(); /* fault times count from the end of the open */
 	FAILIF(gice_mem_alloc(d, MIB, &p) || gice_mem_register(d, p, MIB, &me.key), "mem");
 	FAILIF(gice_counter_alloc(d, &me.sig) || gice_counter_alloc(d, &done), "counters");
 	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
@@ -590,7 +595,7 @@ static int hang_rank_fn(int rank, int size)
 		gice_conn_t c;
 		gice_counter_state_t cs;
 		FAILIF(gice_conn_open(d, gice_device_id_of(1, 0), NULL, &c), "conn");
-		while (now_ms() - t_init < 1100)
+		while (now_ms() - t_open < 1100)
 			usleep(10000);
 		gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p, .bytes = 64, .rkey = all[1].key,
 				.signal = GICE_NO_COUNTER, .completion = done};
@@ -641,9 +646,9 @@ static int kill_rank_fn(int rank, int size)
 
 	(void)size;
 	FAILIF(gice_init(), "init");
-	uint64_t t0 = now_ms();
 	FAILIF(gice_set_error_callback(on_dead, NULL), "callback");
 	FAILIF(gice_device_open(NULL, &d), "open");
+	uint64_t t0 = now_ms(); /* fault times count from the end of the open */
 	FAILIF(gice_barrier(), "barrier");
 	if (rank == 2) {
 		sleep(10); /* killed at 1500 ms */

@@ -5,7 +5,8 @@
 # consistent — a rank's tx_pkts equal its peer's rx_pkts (lossless run: both count each
 # sequenced packet once, no ACKs), ops_done is the 111 operations issued; GICE_STATS=json one
 # JSON object per rank that parses, with the same counters, every stage's n, p50 <= p90 <= p99
-# <= max, and busy shares within [0, 1]; a bad GICE_STATS is refused with its message.
+# <= max, and busy shares within [0, 1], and one per device and peer whose tx_pkts are the
+# peer's rx_pkts from it; a bad GICE_STATS is refused with its message.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -46,9 +47,13 @@ rc=$?
 echo "$out" | grep '^{' | python3 -c '
 import json, sys
 ranks = {}
+peers = []
 for line in sys.stdin:
     o = json.loads(line)
-    ranks[o["rank"]] = o
+    if "peer" in o:
+        peers.append(o)
+    else:
+        ranks[o["rank"]] = o
 assert sorted(ranks) == [0, 1], "ranks %s" % sorted(ranks)
 for r, o in ranks.items():
     c, p = o["counters"], ranks[1 - r]["counters"]
@@ -63,7 +68,12 @@ for r, o in ranks.items():
         if s["n"]:
             assert 0 <= s["p50"] <= s["p90"] <= s["p99"] <= s["max"], (name, s)
     assert o["cts"] and all(0 <= x["busy_share"] <= 1 and x["busy_ns"] <= x["alive_ns"] for x in o["cts"]), o["cts"]
-print("json: 2 ranks, counters consistent, stages ordered")
+# per peer: each rank's one device talks to the other's (and to itself: the loopback)
+for o in peers:
+    back = [q for q in peers if q["device"] == o["peer"] and q["peer"] == o["device"]]
+    assert len(back) == 1 and o["peer_counters"]["tx_pkts"] == back[0]["peer_counters"]["rx_pkts"], (o, back)
+assert {(o["rank"], o["peer_rank"]) for o in peers} >= {(0, 1), (1, 0)}, peers
+print("json: 2 ranks, counters consistent, stages ordered, %d peer lines" % len(peers))
 ' || { echo "FAIL: GICE_STATS=json output"; echo "$out" | grep '^{' | cut -c1-300; fail=1; }
 [ "$rc" = 0 ] || { echo "FAIL: GICE_STATS=json run exits $rc"; fail=1; }
 [ "$(echo "$out" | grep -c 'gice stats: rank')" = 0 ] || { echo "FAIL: GICE_STATS=json printed text lines"; fail=1; }

@@ -57,7 +57,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: gicerun -n N [--devices-per-rank D] [--netns NS1,NS2,...] [--port P] [--timeout SEC] "
-		"[--] prog [args...]\n"
+		"[--keep-going] [--faults FILE] [--] prog [args...]\n"
 		"  -n N                  number of ranks (1..%d)\n"
 		"  --devices-per-rank D  GICE_DEVICES_PER_RANK of every rank (1..%d, default 1)\n"
 		"  --netns LIST          run rank r in network namespace LIST[r %% count] (/run/netns/NAME)\n"
@@ -65,6 +65,7 @@ static void usage(FILE *f)
 		"  --timeout SEC         kill the job after SEC seconds and exit 124\n"
 		"  --keep-going          when a rank fails, let the others run on (to watch them notice,\n"
 		"                        e.g. under GICE_FAULTS=kill_rank=...); exit with the first failure\n"
+		"  --faults FILE         run the fault scenario FILE (GICE_FAULT_SCRIPT of every rank)\n"
 		"  -h, --help            print this help\n",
 		MAX_RANKS, MAX_DEVICES);
 }
@@ -162,6 +163,7 @@ static int parse_args(int argc, char **argv)
 					   {"port", required_argument, 0, 'p'},
 					   {"timeout", required_argument, 0, 't'},
 					   {"keep-going", no_argument, 0, 'k'},
+					   {"faults", required_argument, 0, 'f'},
 					   {"help", no_argument, 0, 'h'},
 					   {0, 0, 0, 0}};
 	int ch;
@@ -199,6 +201,13 @@ static int parse_args(int argc, char **argv)
 			break;
 		}
 		case 'k': opt.keep_going = 1; break;
+		case 'f':
+			/* every rank reads it at gice_init: a path that is not readable here fails now */
+			if (access(optarg, R_OK))
+				return bad_usage("cannot read the fault scenario '%s': %s", optarg, strerror(errno));
+			if (setenv("GICE_FAULT_SCRIPT", optarg, 1))
+				return bad_usage("cannot set GICE_FAULT_SCRIPT: %s", strerror(errno));
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}

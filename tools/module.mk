@@ -2,6 +2,7 @@ TOOLS += gice-bench
 TOOLS += gice-info
 TOOLS += gice-demo
 TOOLS += gicerun
+TOOLS += gice-watchdog-demo
 
 # gice-bench is several files (tools/bench/): this rule wins over the one-object pattern rule.
 # Prerequisites expand as this file is read, before the Makefile sets LIBA: name the archive.

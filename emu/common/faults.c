@@ -181,14 +181,191 @@ static int parse_stall(span_t t, gice_fault_stall_t *st, char *why, size_t wlen)
 	return 0;
 }
 
-enum { K_DROP, K_DUP, K_REORDER, K_CORRUPT, K_DELAY_US, K_SEED, K_STALL_CT, K_HANG_RANK, K_KILL_RANK, K_N };
-static const char *const fault_keys[K_N] = {"drop",	"dup",	    "reorder",	 "corrupt",  "delay_us",
-					    "seed",	"stall_ct", "hang_rank", "kill_rank"};
-
-/* One key=value token into f; 0, or -1 with why filled. */
-static int parse_token(span_t tok, gice_faults_t *f, unsigned *seen, char *why, size_t wlen)
+/* Ranks separated by commas, e.g. "0,1,3", into a mask. */
+static int parse_ranks(span_t t, uint64_t *mask, char *why, size_t wlen)
 {
-	span_t key, val;
+	span_t head, rest = t;
+	uint64_t m = 0, v;
+
+	do {
+		if (!span_split(rest, ',', &head, &rest)) {
+			head = rest;
+			rest.n = 0;
+			rest.s = NULL;
+		}
+		if (parse_uint(span_trim(head), UINT32_MAX, &v, why, wlen))
+			return -1;
+		if (v > GICE_FAULTS_MAX_RANK) {
+			snprintf(why, wlen, "rank %llu: a scope names ranks 0..%d", (unsigned long long)v,
+				 GICE_FAULTS_MAX_RANK);
+			return -1;
+		}
+		m |= 1ull << v;
+	} while (rest.s);
+	*mask = m;
+	return 0;
+}
+
+/* Split an optional window "@T" or "@T+D" off a fault's value. */
+static int parse_window(span_t *val, gice_fault_rule_t *r, char *why, size_t wlen)
+{
+	span_t v, w, when, dur;
+
+	r->at_ns = 0;
+	r->dur_ns = UINT64_MAX;
+	if (!span_split(*val, '@', &v, &w))
+		return 0;
+	*val = span_trim(v);
+	if (span_split(w, '+', &when, &dur))
+		return parse_dur(span_trim(when), 0, &r->at_ns, why, wlen) ||
+		       parse_dur(span_trim(dur), 1, &r->dur_ns, why, wlen);
+	return parse_dur(span_trim(w), 0, &r->at_ns, why, wlen);
+}
+
+/* N followed by Bps, KBps, MBps or GBps (decimal: 1 MBps = 10^6 bytes/s). */
+static int parse_rate(span_t t, uint64_t *out, char *why, size_t wlen)
+{
+	static const struct {
+		const char *unit;
+		uint64_t mult;
+	} units[] = {{"Bps", 1}, {"KBps", 1000}, {"MBps", 1000000}, {"GBps", 1000000000}};
+	size_t d = 0;
+	uint64_t v;
+
+	while (d < t.n && isdigit((unsigned char)t.s[d]))
+		d++;
+	for (size_t i = 0; i < GICE_ARRAY_SIZE(units); i++)
+		if (d && span_eq((span_t){t.s + d, t.n - d}, units[i].unit)) {
+			if (parse_uint((span_t){t.s, d}, UINT64_MAX / units[i].mult, &v, why, wlen))
+				return -1;
+			if (!v) {
+				snprintf(why, wlen, "rate 0: use drop=1 or a partition to cut a link");
+				return -1;
+			}
+			*out = v * units[i].mult;
+			return 0;
+		}
+	snprintf(why, wlen, "rate \"%.*s\" is not an integer followed by Bps, KBps, MBps or GBps", (int)t.n, t.s);
+	return -1;
+}
+
+/* A|B, each a rank list. */
+static int parse_partition(span_t t, gice_fault_rule_t *r, char *why, size_t wlen)
+{
+	span_t a, b;
+
+	if (!span_split(t, '|', &a, &b)) {
+		snprintf(why, wlen, "missing '|': the form is RANKS|RANKS, e.g. 0,1|2,3");
+		return -1;
+	}
+	if (parse_ranks(a, &r->from, why, wlen) || parse_ranks(b, &r->to, why, wlen))
+		return -1;
+	if (r->from & r->to) {
+		snprintf(why, wlen, "a rank is on both sides");
+		return -1;
+	}
+	return 0;
+}
+
+/* Keys. Faults first (in enum gice_fault_kind order), then scope, then global keys. */
+enum {
+	K_SCOPE_ = GICE_FK_N,
+	K_LINK = K_SCOPE_,
+	K_PEER,
+	K_RANK,
+	K_FROM,
+	K_AFTER_OPS,
+	K_CTL,
+	K_AT,
+	K_GLOBAL_,
+	K_SEED = K_GLOBAL_,
+	K_STALL_CT,
+	K_HANG_RANK,
+	K_KILL_RANK,
+	K_N
+};
+static const char *const fault_keys[K_N] = {
+#define GICE_FK_NAME_(k, s) s,
+	GICE_FAULT_KIND_LIST(GICE_FK_NAME_)
+#undef GICE_FK_NAME_
+	"link", "peer", "rank", "from", "after_ops", "ctl", "at", "seed", "stall_ct", "hang_rank", "kill_rank"};
+#define KEYS_TEXT                                                                                             \
+	"drop dup reorder corrupt delay_us latency rate partition nth_put corrupt_msg link peer rank from "  \
+	"after_ops ctl at seed stall_ct hang_rank kill_rank"
+
+/* Keys whose value is a rank list, which continues over commas. */
+static int key_has_list(span_t key)
+{
+	return span_eq(key, "partition") || span_eq(key, "peer") || span_eq(key, "rank") || span_eq(key, "from");
+}
+
+/* The scope a group gives its faults. */
+typedef struct {
+	uint64_t from, to, after_ops;
+	uint64_t at_ns, dur_ns; /* at=: the window of its faults that name none */
+	uint8_t ctl;
+	uint64_t seen;      /* keys given in the group (bit k) */
+	uint32_t rule0, stall0; /* its first rule and stall */
+} group_t;
+
+static int parse_fault(int k, span_t val, gice_faults_t *f, char *why, size_t wlen)
+{
+	gice_fault_rule_t *r;
+	uint64_t v;
+
+	if (f->n_rules == GICE_FAULTS_MAX_RULES) {
+		snprintf(why, wlen, "more than %d network faults", GICE_FAULTS_MAX_RULES);
+		return -1;
+	}
+	r = &f->rule[f->n_rules];
+	memset(r, 0, sizeof(*r));
+	r->kind = (uint8_t)k;
+	if (parse_window(&val, r, why, wlen))
+		return -1;
+	switch (k) {
+	case GICE_FK_DROP:
+	case GICE_FK_DUP:
+	case GICE_FK_REORDER:
+	case GICE_FK_CORRUPT:
+		if (parse_prob(val, &r->p, why, wlen))
+			return -1;
+		break;
+	case GICE_FK_DELAY:
+		if (parse_uint(val, UINT64_MAX / 1000, &v, why, wlen))
+			return -1;
+		r->n = v * 1000;
+		break;
+	case GICE_FK_LATENCY:
+		if (parse_dur(val, 0, &r->n, why, wlen))
+			return -1;
+		break;
+	case GICE_FK_RATE:
+		if (parse_rate(val, &r->n, why, wlen))
+			return -1;
+		break;
+	case GICE_FK_PARTITION:
+		if (parse_partition(val, r, why, wlen))
+			return -1;
+		break;
+	default: /* NTH_PUT, CORRUPT_MSG */
+		if (parse_uint(val, UINT32_MAX, &r->n, why, wlen))
+			return -1;
+		if (!r->n) {
+			snprintf(why, wlen, "%s counts from 1", fault_keys[k]);
+			return -1;
+		}
+	}
+	if (k != GICE_FK_PARTITION)
+		r->from = r->to = GICE_FAULTS_ANY;
+	f->n_rules++;
+	return 0;
+}
+
+/* One key=value item into f (and the scope of its group g); 0, or -1 with why filled. */
+static int parse_item(span_t tok, gice_faults_t *f, group_t *g, unsigned *global_seen, char *why, size_t wlen)
+{
+	span_t key, val, a, b;
+	uint64_t v;
 	int k;
 
 	if (!span_split(tok, '=', &key, &val)) {
@@ -201,21 +378,63 @@ static int parse_token(span_t tok, gice_faults_t *f, unsigned *seen, char *why, 
 		if (span_eq(key, fault_keys[k]))
 			break;
 	if (k == K_N) {
-		snprintf(why, wlen, "unknown key \"%.*s\" (keys: drop dup reorder corrupt delay_us seed stall_ct "
-				    "hang_rank kill_rank)", (int)key.n, key.s);
+		snprintf(why, wlen, "unknown key \"%.*s\" (keys: " KEYS_TEXT ")", (int)key.n, key.s);
 		return -1;
 	}
-	if (k != K_STALL_CT && (*seen & (1u << k))) {
-		snprintf(why, wlen, "%s given twice", fault_keys[k]);
-		return -1;
+	if (k >= K_GLOBAL_ && k != K_STALL_CT) {
+		if (*global_seen & (1u << (k - K_GLOBAL_))) {
+			snprintf(why, wlen, "%s given twice", fault_keys[k]);
+			return -1;
+		}
+		*global_seen |= 1u << (k - K_GLOBAL_);
+	} else if (k != K_STALL_CT) {
+		if (g->seen & (1ull << k)) {
+			snprintf(why, wlen, "%s given twice in one group (start another group after ';')", fault_keys[k]);
+			return -1;
+		}
+		if ((k == K_RANK && (g->seen & (1ull << K_FROM))) || (k == K_FROM && (g->seen & (1ull << K_RANK))) ||
+		    ((k == K_RANK || k == K_FROM || k == K_PEER) && (g->seen & (1ull << K_LINK))) ||
+		    (k == K_LINK && (g->seen & (1ull << K_RANK | 1ull << K_FROM | 1ull << K_PEER)))) {
+			snprintf(why, wlen, "%s with another sender or receiver key: link=A->B names both", fault_keys[k]);
+			return -1;
+		}
 	}
-	*seen |= 1u << k;
+	g->seen |= 1ull << k;
+	if (k < GICE_FK_N)
+		return parse_fault(k, val, f, why, wlen);
 	switch (k) {
-	case K_DROP: return parse_prob(val, &f->drop, why, wlen);
-	case K_DUP: return parse_prob(val, &f->dup, why, wlen);
-	case K_REORDER: return parse_prob(val, &f->reorder, why, wlen);
-	case K_CORRUPT: return parse_prob(val, &f->corrupt, why, wlen);
-	case K_DELAY_US: return parse_uint(val, UINT64_MAX / 1000, &f->delay_us, why, wlen);
+	case K_LINK:
+		if (!span_split(val, '-', &a, &b) || !b.n || b.s[0] != '>') {
+			snprintf(why, wlen, "the form is link=SENDER->RECEIVER, e.g. 2->3");
+			return -1;
+		}
+		b.s++, b.n--;
+		return parse_ranks(a, &g->from, why, wlen) || parse_ranks(b, &g->to, why, wlen);
+	case K_PEER: return parse_ranks(val, &g->to, why, wlen);
+	case K_RANK:
+	case K_FROM: return parse_ranks(val, &g->from, why, wlen);
+	case K_AFTER_OPS: return parse_uint(val, UINT64_MAX, &g->after_ops, why, wlen);
+	case K_AT: {
+		gice_fault_rule_t w;
+		span_t at = val;
+		char buf[80];
+		int n = snprintf(buf, sizeof(buf), "x@%.*s", (int)val.n, val.s);
+		if (n < 0 || (size_t)n >= sizeof(buf)) {
+			snprintf(why, wlen, "window \"%.*s\" too long", (int)val.n, val.s);
+			return -1;
+		}
+		at = (span_t){buf, (size_t)n};
+		if (parse_window(&at, &w, why, wlen))
+			return -1;
+		g->at_ns = w.at_ns;
+		g->dur_ns = w.dur_ns;
+		return 0;
+	}
+	case K_CTL:
+		if (parse_uint(val, 1, &v, why, wlen))
+			return -1;
+		g->ctl = (uint8_t)v;
+		return 0;
 	case K_SEED: return parse_uint(val, UINT64_MAX, &f->seed, why, wlen);
 	case K_STALL_CT:
 		if (f->n_stall == GICE_FAULTS_MAX_STALLS) {
@@ -224,127 +443,109 @@ static int parse_token(span_t tok, gice_faults_t *f, unsigned *seen, char *why, 
 		}
 		if (parse_stall(val, &f->stall[f->n_stall], why, wlen))
 			return -1;
-		f->n_stall++;
+		f->stall[f->n_stall++].ranks = GICE_FAULTS_ANY;
 		return 0;
 	case K_HANG_RANK: return parse_rank_at(val, &f->hang_rank, &f->hang_at_ns, why, wlen);
 	default: return parse_rank_at(val, &f->kill_rank, &f->kill_at_ns, why, wlen);
 	}
 }
 
+#define SCOPE_KEYS (1ull << K_LINK | 1ull << K_PEER | 1ull << K_RANK | 1ull << K_FROM | 1ull << K_AFTER_OPS | 1ull << K_CTL)
+
+/* A group ends: its scope goes to its faults and stalls. */
+static int group_close(gice_faults_t *f, group_t *g, char *why, size_t wlen)
+{
+	int partition = 0;
+
+	if (g->seen & (1ull << K_AT)) {
+		if (g->rule0 == f->n_rules) {
+			snprintf(why, wlen, "at= without a network fault in its group");
+			return -1;
+		}
+		for (uint32_t i = g->rule0; i < f->n_rules; i++)
+			if (!f->rule[i].at_ns && f->rule[i].dur_ns == UINT64_MAX) {
+				f->rule[i].at_ns = g->at_ns;
+				f->rule[i].dur_ns = g->dur_ns;
+			}
+	}
+	if (!(g->seen & SCOPE_KEYS))
+		return 0;
+	for (uint32_t i = g->rule0; i < f->n_rules; i++)
+		partition |= f->rule[i].kind == GICE_FK_PARTITION;
+	if (partition) {
+		snprintf(why, wlen, "a partition names its sides itself: no link, peer, rank, from, after_ops or ctl "
+				    "in its group");
+		return -1;
+	}
+	if (g->rule0 == f->n_rules && g->stall0 == f->n_stall) {
+		snprintf(why, wlen, "a scope (link, peer, rank, from, after_ops, ctl) without a fault in its group");
+		return -1;
+	}
+	if (g->stall0 != f->n_stall && (g->seen & ~(1ull << K_RANK | 1ull << K_FROM) & SCOPE_KEYS)) {
+		snprintf(why, wlen, "stall_ct takes only rank= as its scope");
+		return -1;
+	}
+	for (uint32_t i = g->rule0; i < f->n_rules; i++) {
+		f->rule[i].from = g->from;
+		f->rule[i].to = g->to;
+		f->rule[i].ctl = g->ctl;
+		f->rule[i].after_ops = g->after_ops;
+	}
+	for (uint32_t i = g->stall0; i < f->n_stall; i++)
+		f->stall[i].ranks = g->from;
+	return 0;
+}
+
 int gice_faults_parse(const char *spec, gice_faults_t *out)
 {
-	gice_faults_t f = {.seed = 1, .hang_rank = -1, .kill_rank = -1};
-	unsigned seen = 0;
+	gice_faults_t f;
+	group_t g = {.from = GICE_FAULTS_ANY, .to = GICE_FAULTS_ANY};
+	unsigned global_seen = 0;
+	const char *p = spec ? spec : "";
+	span_t item = {NULL, 0};
 	char why[256];
 
 	if (!out) {
 		gice_error("config", "gice_faults_parse: out is NULL");
 		return GICE_ERR_INVALID;
 	}
-	for (const char *p = spec ? spec : ""; *p;) {
-		const char *comma = strchr(p, ',');
-		span_t tok = span_trim((span_t){p, comma ? (size_t)(comma - p) : strlen(p)});
+	memset(&f, 0, sizeof(f));
+	f.seed = 1;
+	f.hang_rank = f.kill_rank = -1;
+	/* items end at ',' or ';' (a group's end) or the end; a piece without '=' after a rank
+	 * list continues it */
+	for (;;) {
+		size_t n = strcspn(p, ",;");
+		span_t piece = {p, n}, key, val;
+		char end = p[n];
 
-		if (tok.n && parse_token(tok, &f, &seen, why, sizeof(why))) {
-			gice_error("config", "GICE_FAULTS=\"%s\": bad token \"%.*s\": %s", spec, (int)tok.n, tok.s, why);
-			return GICE_ERR_CONFIG;
+		if (item.s && memchr(piece.s, '=', piece.n) == NULL && span_trim(piece).n &&
+		    span_split(item, '=', &key, &val) && key_has_list(span_trim(key))) {
+			item.n = (size_t)(piece.s + piece.n - item.s); /* the list goes on */
+		} else {
+			if (item.s && span_trim(item).n && parse_item(span_trim(item), &f, &g, &global_seen, why, sizeof(why)))
+				goto bad;
+			item = piece;
 		}
-		p = comma ? comma + 1 : p + strlen(p);
+		if (end != ',') {
+			if (span_trim(item).n && parse_item(span_trim(item), &f, &g, &global_seen, why, sizeof(why)))
+				goto bad;
+			item.s = NULL;
+			if (group_close(&f, &g, why, sizeof(why))) {
+				gice_error("config", "GICE_FAULTS=\"%s\": bad group ending at offset %zu: %s", spec,
+					   (size_t)(p + n - spec), why);
+				return GICE_ERR_CONFIG;
+			}
+			g = (group_t){.from = GICE_FAULTS_ANY, .to = GICE_FAULTS_ANY, .rule0 = f.n_rules, .stall0 = f.n_stall};
+			if (!end)
+				break;
+		}
+		p += n + 1;
 	}
 	*out = f;
 	return GICE_OK;
-}
-
-int gice_faults_any_net(const gice_faults_t *f)
-{
-	return f && (f->drop > 0 || f->dup > 0 || f->reorder > 0 || f->corrupt > 0 || f->delay_us > 0);
-}
-
-/* ---- format ---- */
-
-typedef struct {
-	char *buf;
-	size_t len, pos; /* pos: bytes written, at most len - 1 */
-} fmt_t;
-
-static void fmt_add(fmt_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Append one key=value, after a comma unless it is the first. */
-static void fmt_add(fmt_t *o, const char *fmt, ...)
-{
-	char item[96];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	vsnprintf(item, sizeof(item), fmt, ap);
-	va_end(ap);
-	n = snprintf(o->buf + o->pos, o->len - o->pos, "%s%s", o->pos ? "," : "", item);
-	if (n > 0)
-		o->pos = GICE_MIN(o->len - 1, o->pos + (size_t)n);
-}
-
-/* Shortest %g form that reads back as v. */
-static void fmt_prob(fmt_t *o, const char *key, double v)
-{
-	char num[40];
-
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(num, sizeof(num), "%.*g", prec, v);
-		if (strtod(num, NULL) == v)
-			break;
-	}
-	fmt_add(o, "%s=%s", key, num);
-}
-
-/* A duration in the largest unit that divides it. */
-static void fmt_dur(char *num, size_t len, uint64_t ns)
-{
-	if (ns == UINT64_MAX)
-		snprintf(num, len, "inf");
-	else if (ns && ns % 1000000000 == 0)
-		snprintf(num, len, "%llus", (unsigned long long)(ns / 1000000000));
-	else if (ns % 1000000 == 0)
-		snprintf(num, len, "%llums", (unsigned long long)(ns / 1000000));
-	else if (ns % 1000 == 0)
-		snprintf(num, len, "%lluus", (unsigned long long)(ns / 1000));
-	else
-		snprintf(num, len, "%lluns", (unsigned long long)ns);
-}
-
-void gice_faults_format(const gice_faults_t *f, char *buf, size_t len)
-{
-	fmt_t o = {buf, len, 0};
-	char t[32], d[32];
-
-	if (!buf || !len)
-		return;
-	buf[0] = 0;
-	if (!f)
-		return;
-	if (f->drop > 0)
-		fmt_prob(&o, "drop", f->drop);
-	if (f->dup > 0)
-		fmt_prob(&o, "dup", f->dup);
-	if (f->reorder > 0)
-		fmt_prob(&o, "reorder", f->reorder);
-	if (f->corrupt > 0)
-		fmt_prob(&o, "corrupt", f->corrupt);
-	if (f->delay_us)
-		fmt_add(&o, "delay_us=%llu", (unsigned long long)f->delay_us);
-	if (f->seed != 1 || gice_faults_any_net(f))
-		fmt_add(&o, "seed=%llu", (unsigned long long)f->seed);
-	for (uint32_t i = 0; i < f->n_stall && i < GICE_FAULTS_MAX_STALLS; i++) {
-		fmt_dur(t, sizeof(t), f->stall[i].at_ns);
-		fmt_dur(d, sizeof(d), f->stall[i].dur_ns);
-		fmt_add(&o, "stall_ct=%u@%s+%s", f->stall[i].ct, t, d);
-	}
-	if (f->hang_rank >= 0) {
-		fmt_dur(t, sizeof(t), f->hang_at_ns);
-		fmt_add(&o, "hang_rank=%d@%s", f->hang_rank, t);
-	}
-	if (f->kill_rank >= 0) {
-		fmt_dur(t, sizeof(t), f->kill_at_ns);
-		fmt_add(&o, "kill_rank=%d@%s", f->kill_rank, t);
-	}
+bad:
+	item = span_trim(item);
+	gice_error("config", "GICE_FAULTS=\"%s\": bad item \"%.*s\": %s", spec, (int)item.n, item.s, why);
+	return GICE_ERR_CONFIG;
 }

@@ -140,7 +140,7 @@ static int read_params(ct_engine_t *e)
 	const gice_faults_t *f = e->attr.faults;
 	int lossy = !e->attr.ep->reliable || gice_faults_any_net(f);
 	atomic_store(&e->reliable, rel < 0 ? lossy : rel);
-	atomic_store(&e->csum, csum < 0 ? !e->attr.ep->reliable || (f && f->corrupt > 0) : csum);
+	atomic_store(&e->csum, csum < 0 ? !e->attr.ep->reliable || gice_faults_corrupts(f) : csum);
 	if ((rc = gice_param_u64(&ct_params[14], &v[0])))
 		return rc;
 	e->auth = (int)v[0];
@@ -510,6 +510,13 @@ uint32_t ct_rx_trace_read(const ct_engine_t *ce, ct_rx_trace_t *out, uint32_t ma
 		out[i] = e->rx_trace[(e->rx_trace_n - n + i) % CT_TRACE_RING];
 	ct_link_unlock(e);
 	return n;
+}
+
+void ct_engine_fault_on(ct_engine_t *e, int corrupts)
+{
+	atomic_store(&e->reliable, 1);
+	if (corrupts)
+		atomic_store(&e->csum_tx, 1);
 }
 
 void ct_engine_set_reliable(ct_engine_t *e, int reliable, int csum)

@@ -18,6 +18,7 @@
 #include "emu/common/faults.h"
 #include "emu/hbm/hbm.h"
 #include "emu/triggermem/triggermem.h"
+#include "fabric/fab_fault.h"
 #include "fabric/fabric.h"
 
 #define CT_QOS_CLASSES 4
@@ -164,6 +165,11 @@ void ct_engine_fault_hang(ct_engine_t *e, uint64_t at_ns);
 /* Reliability and checksums on (1) or off (0), or unchanged (-1); GICE_RELIABLE and
  * GICE_CHECKSUM set them at creation. */
 void ct_engine_set_reliable(ct_engine_t *e, int reliable, int csum);
+/* Network faults were turned on at run time on this device: it retransmits what is lost
+ * (reliability on) and, when they corrupt, puts a CRC32C on what it sends, which every peer
+ * checks since the packet says so. It does not start requiring checksums from its peers (they
+ * did not change): a fault turned on at one rank never cuts it off from the others. */
+void ct_engine_fault_on(ct_engine_t *e, int corrupts);
 
 /* Per-operation stage timestamps (CLOCK_MONOTONIC ns), kept in a ring of recent operations. */
 typedef struct {
@@ -277,10 +283,17 @@ void ct_engine_stats(const ct_engine_t *e, ct_stats_t *st);
 /* CT ct's thread: ns since it started (*alive_ns) and of those the ns it spent in passes that
  * found work (*busy_ns; the rest it polled or slept). GICE_ERR_INVALID for a bad ct. */
 int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint64_t *alive_ns);
+/* Copy e's counters for peer device gid (those of GICE_PEER_STATS_LIST it keeps; the others
+ * zero) into *st. GICE_OK; GICE_ERR_OUT_OF_BOUNDS: gid not below GICE_CT_MAX_PEERS. */
+int ct_engine_peer_stats(const ct_engine_t *e, uint32_t gid, ct_stats_t *st);
 /* Copy up to max most recent traces (oldest first); returns the count. */
 uint32_t ct_trace_read(const ct_engine_t *e, ct_trace_t *out, uint32_t max);
 /* The same for the request messages that landed here. */
 uint32_t ct_rx_trace_read(const ct_engine_t *e, ct_rx_trace_t *out, uint32_t max);
+
+/* The fault injector's classifier of gice packets (fab_fault_attr_t.classify): link, psn,
+ * whether a packet is sequenced and starts an operation (ct_fault_peek.c). */
+int ct_fault_classify(const void *buf, size_t len, fab_fault_pkt_t *out);
 
 /* GICE_CTS, GICE_MTU, GICE_CT_SPIN_US, GICE_CT_POLL_US, GICE_CT_MAX_DESCS, GICE_QOS_WEIGHTS … */
 extern const gice_param_t ct_params[];

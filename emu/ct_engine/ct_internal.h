@@ -121,6 +121,9 @@ typedef struct { /* link-private (under the link lock) */
 	uint64_t t_ack_wait;           /* when the oldest packet not yet acknowledged arrived */
 	uint64_t rx_seen[CT_PSN_WIN / 64];
 	ct_rx_slot_t rx[CT_PEER_WIN];
+	/* the counters of GICE_PEER_STATS_LIST that the engine keeps, for this peer (relaxed:
+	 * ct_stat_add_peer; read by ct_engine_peer_stats from any thread) */
+	_Atomic uint64_t st[CT_STATS];
 } ct_peer_t;
 
 typedef struct {
@@ -192,6 +195,7 @@ struct ct_engine {
 	uint64_t rto_min_ns, rto_max_ns, timeout_ns, hb_ns;
 	_Atomic int reliable; /* retransmit on timeout / selective ack */
 	_Atomic int csum;     /* send and require CRC32C */
+	_Atomic int csum_tx;  /* send CRC32C (peers check a packet that carries one): run-time faults */
 	int auth;             /* GICE_CT_AUTH: sign packets with attr.job_key, check MAC and sender */
 	uint64_t n_refused;   /* requests refused (NACKed): for rate-limited logging */
 	int rma;           /* device memory registered for remote reads */
@@ -279,6 +283,13 @@ struct ct_engine {
 static inline uint64_t ct_stat_add(struct ct_engine *e, ct_stat_t id, uint64_t v)
 {
 	return atomic_fetch_add_explicit(&e->st[id], v, memory_order_relaxed);
+}
+
+/* The same, counted for peer p too (GICE_PEER_STATS_LIST). */
+static inline uint64_t ct_stat_add_peer(struct ct_engine *e, ct_peer_t *p, ct_stat_t id, uint64_t v)
+{
+	atomic_fetch_add_explicit(&p->st[id], v, memory_order_relaxed);
+	return ct_stat_add(e, id, v);
 }
 
 /* The link lock: whoever holds it drives the endpoint (any CT's step: ct_link_progress; host
@@ -445,6 +456,9 @@ void ct_complete_counter(struct ct_engine *e, uint32_t counter, int status);
 int ct_fire_due(ct_tile_t *t, uint32_t id);
 /* An ARM or DISARM control request, taken from the queue in its place. */
 void ct_control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket);
+/* ct_peer_stats.c: a packet of len bytes failed its checksum: count it for the peer its header
+ * names (when that is a peer) */
+void ct_rx_csum_peer(struct ct_engine *e, const uint8_t *buf, size_t len);
 /* ct_watch.c: stalled CTs, fault injection */
 int ct_injected_stall(ct_tile_t *t, uint64_t now);
 

@@ -19,7 +19,7 @@ static int retransmit(ct_engine_t *e, ct_peer_t *p, uint32_t psn, uint64_t now)
 		tr->tries++;
 		tr->t_tx = now;
 		p->retx++;
-		ct_stat_add(e, CT_STAT_retransmits, 1);
+		ct_stat_add_peer(e, p, CT_STAT_retransmits, 1);
 	} else if (rc == GICE_ERR_AGAIN) {
 		ct_stat_add(e, CT_STAT_tx_again, 1);
 	}
@@ -101,7 +101,7 @@ void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint6
 
 	if (ct_psn_before(p->next_psn, cum)) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
-		if CT_LOG_DUE(n) /* per packet: rate-limited */
+		if (CT_LOG_DUE(n)) /* per packet: rate-limited */
 			gice_error("ct", "device %u: ack for psn %u from device %u, which we sent only %u packets: ignored "
 				   "(%llu packets dropped so far)", e->attr.gid, cum, (uint32_t)(p - e->peers), p->next_psn,
 				   (unsigned long long)n + 1);

@@ -66,7 +66,7 @@ static void signal_reject_log(ct_engine_t *e, uint32_t src, uint32_t msg_id, uin
 {
 	uint64_t n = ct_stat_add(e, CT_STAT_rx_bad_signal, 1);
 
-	if CT_LOG_DUE(n)
+	if (CT_LOG_DUE(n))
 		gice_warn("ct", "device %u: put from device %u (msg %u) signals counter %u, %s (signal counters are "
 			  "the allocated ids in %u..%u): %s (%llu so far)", e->attr.gid, src, msg_id, sig_id,
 			  status == GICE_ERR_NOT_FOUND ? "which is not allocated" : "which is reserved or out of range",
@@ -152,7 +152,7 @@ void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
 		char mtu[64] = "";
 		if (h->op == CT_PKT_GET_REQ && h->aux && h->aux < CT_MTU_MIN) /* the cause: say it */
 			snprintf(mtu, sizeof(mtu), ", answer in packets of %llu bytes", (unsigned long long)h->aux);
-		if CT_LOG_DUE(n) /* a peer can send these as fast as it likes */
+		if (CT_LOG_DUE(n)) /* a peer can send these as fast as it likes */
 			gice_error("ct", "%s from device %u (msg %u): key 0x%llx offset %llu length %llu%s: %s "
 				   "(%llu refused so far)", ct_pkt_name(h->op), h->src_gid, h->msg_id,
 				   (unsigned long long)h->rkey, (unsigned long long)h->roff,
@@ -304,7 +304,7 @@ void ct_rx_message(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fr
 		size_t n = ct_proto_next(buf, len);
 		if (!n) {
 			uint64_t c = ct_stat_add(e, CT_STAT_rx_bad, 1);
-			if CT_LOG_DUE(c)
+			if (CT_LOG_DUE(c))
 				gice_warn("ct", "dropped %zu trailing bytes of a fabric message: not a whole packet (%llu so far)",
 					  len, (unsigned long long)c + 1);
 			return;
@@ -337,7 +337,7 @@ static int rx_authentic(ct_engine_t *e, const uint8_t *buf, const ct_hdr_t *h, f
 		return 0;
 	}
 	uint64_t n = ct_stat_add(e, CT_STAT_rx_auth_bad, 1);
-	if CT_LOG_DUE(n)
+	if (CT_LOG_DUE(n))
 		gice_warn("ct", "device %u: dropped %s claiming to come from device %u: %s (%llu so far)", e->attr.gid,
 			  ct_pkt_name(h->op), h->src_gid, why, (unsigned long long)n + 1);
 	return -1;
@@ -354,7 +354,8 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	     (len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM))) &&
 	    !((buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM) && ct_proto_csum_ok(buf, len))) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_csum_bad, 1);
-		if CT_LOG_DUE(n) /* per-packet path: rate-limited */
+		ct_rx_csum_peer(e, buf, len);
+		if (CT_LOG_DUE(n)) /* per-packet path: rate-limited */
 			gice_warn("ct", "dropped a packet of %zu bytes: %s (%llu so far)", len,
 				  len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM)
 					  ? "CRC32C mismatch" : "no checksum (GICE_CHECKSUM is on)",
@@ -363,7 +364,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	}
 	if (ct_proto_parse(buf, len, &h, &why)) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
-		if CT_LOG_DUE(n)
+		if (CT_LOG_DUE(n))
 			gice_warn("ct", "dropped a malformed packet of %zu bytes: %s (%llu so far)", len, why,
 				  (unsigned long long)n + 1);
 		return;
@@ -376,7 +377,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present ||
 	    e->peers[h.src_gid].dead) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_unknown_peer, 1);
-		if CT_LOG_DUE(n)
+		if (CT_LOG_DUE(n))
 			gice_warn("ct", "dropped %s from device %u to device %u (this is device %u%s; %llu so far)",
 				  ct_pkt_name(h.op), h.src_gid, h.dst_gid, e->attr.gid,
 				  h.src_gid < e->max_peers && e->peers[h.src_gid].dead ? ", sender declared dead" : "",
@@ -412,9 +413,8 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 		return;
 	}
 	p->rx_seen[(h.psn / 64) % (CT_PSN_WIN / 64)] |= 1ull << (h.psn % 64);
-	/* counted as the sender's tx_pkts counts: each sequenced packet once, no ACK or heartbeat */
-	ct_stat_add(e, CT_STAT_rx_pkts, 1);
-	ct_stat_add(e, CT_STAT_rx_bytes, h.payload_len);
+	ct_stat_add_peer(e, p, CT_STAT_rx_pkts, 1); /* first arrival: as the sender's tx_pkts */
+	ct_stat_add_peer(e, p, CT_STAT_rx_bytes, h.payload_len);
 	while ((p->rx_seen[(p->rx_next_psn / 64) % (CT_PSN_WIN / 64)] >> (p->rx_next_psn % 64)) & 1) {
 		p->rx_seen[(p->rx_next_psn / 64) % (CT_PSN_WIN / 64)] &= ~(1ull << (p->rx_next_psn % 64));
 		p->rx_next_psn++;

@@ -63,7 +63,8 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 {
 	int rc;
 
-	int csum = atomic_load_explicit(&e->csum, memory_order_relaxed);
+	int csum = atomic_load_explicit(&e->csum, memory_order_relaxed) ||
+		   atomic_load_explicit(&e->csum_tx, memory_order_relaxed); /* run-time faults: send only */
 
 	/* the flag, then the MAC (it covers the flags), then the checksum (it covers the MAC) */
 	if (csum)
@@ -151,7 +152,7 @@ void ct_send_nack(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 	if (!m) {
 		/* its peer holds its share of the pool (it does not acknowledge): rate-limited */
 		uint64_t n = e->n_refused++;
-		if CT_LOG_DUE(n)
+		if (CT_LOG_DUE(n))
 			gice_error("ct", "device %u: no response entry for the NACK of message %u to device %u (%s): "
 				   "not sent; device %u holds %u of its %u (%llu refused so far)", e->attr.gid, msg_id,
 				   gid, gice_status_name(status), gid, e->peers[gid].resp_held, e->resp_share,
@@ -342,8 +343,8 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	ct_nack_done(e, m);
 	p->next_psn++;
 	m->sent += plen;
-	ct_stat_add(e, CT_STAT_tx_pkts, 1);
-	ct_stat_add(e, CT_STAT_tx_bytes, plen);
+	ct_stat_add_peer(e, p, CT_STAT_tx_pkts, 1);
+	ct_stat_add_peer(e, p, CT_STAT_tx_bytes, plen);
 	if (!last)
 		return SEND_OK;
 	m->last_psn = h.psn;

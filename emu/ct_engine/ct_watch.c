@@ -74,8 +74,23 @@ static void *proxy_thread(void *arg)
 	return NULL;
 }
 
-/* Fail the requests queued for a stalled tile (the caller owns it). Returns how many. */
-static uint32_t fail_queued(ct_tile_t *t, int status)
+/* The first request a stalled tile failed, for the diagnostic. */
+struct first_failed {
+	int valid;
+	ct_req_t r;
+	uint64_t counter_value; /* its completion counter before it failed */
+};
+
+static const char *req_op_name(uint8_t op)
+{
+	static const char *const names[] = {"nop", "put", "get", "fetch-add", "compare-swap", "counter add",
+					    "counter set", "fence"};
+	return op < GICE_ARRAY_SIZE(names) ? names[op] : "request";
+}
+
+/* Fail the requests queued for a stalled tile (the caller owns it); the first into *first.
+ * Returns how many. */
+static uint32_t fail_queued(ct_tile_t *t, int status, struct first_failed *first)
 {
 	ct_engine_t *e = t->e;
 	union {
@@ -90,6 +105,11 @@ static uint32_t fail_queued(ct_tile_t *t, int status)
 		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_) {
 			ct_control_req(t, &u.r, ticket);
 			continue;
+		}
+		if (first && !first->valid) {
+			first->valid = 1;
+			first->r = u.r;
+			first->counter_value = u.r.counter != TM_NONE ? tm_counter_read(e->attr.tm, u.r.counter) : 0;
 		}
 		ct_fail_now(e, t, &u.r, ticket, status);
 		n++;
@@ -126,7 +146,7 @@ int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 		if (t->stalled) {
 			/* still stalled under error: what was queued since fails too */
 			if (on_timeout != CT_ON_TIMEOUT_FALLBACK && ct_own_try(t)) {
-				fail_queued(t, GICE_ERR_CT_STALLED);
+				fail_queued(t, GICE_ERR_CT_STALLED, NULL);
 				ct_own_drop(t);
 				if (c == 0 && ct_link_trylock(e)) {
 					ct_link_fail_all(e, GICE_ERR_CT_STALLED);
@@ -156,14 +176,28 @@ int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 				 ev.fallback ? "GICE_ON_TIMEOUT=fallback: the host proxy thread issues its operations"
 					     : "the host proxy thread could not start");
 		} else if (ct_own_try(t)) {
-			ev.n_ops = fail_queued(t, GICE_ERR_CT_STALLED);
+			struct first_failed ff = {0};
+			ev.n_ops = fail_queued(t, GICE_ERR_CT_STALLED, &ff);
 			ct_own_drop(t);
 			if (c == 0 && ct_link_trylock(e)) {
 				ev.n_ops += ct_link_fail_all(e, GICE_ERR_CT_STALLED);
 				ct_link_unlock(e);
 			}
-			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %u operation(s) failed with %s",
-				 ev.n_ops, gice_status_name(GICE_ERR_CT_STALLED));
+			len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %u operation(s) failed with %s",
+					ev.n_ops, gice_status_name(GICE_ERR_CT_STALLED));
+			if (ff.valid && len < (int)sizeof(ev.text)) {
+				/* name the oldest: what it was and which counter its waiter watches */
+				ev.op_name = req_op_name(ff.r.op);
+				ev.bytes = ff.r.len;
+				ev.counter = ff.r.counter;
+				ev.counter_value = ff.counter_value;
+				len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; oldest: %s of %llu B on connection %u",
+						ev.op_name, (unsigned long long)ff.r.len, ff.r.conn);
+				if (ff.r.counter != TM_NONE && len < (int)sizeof(ev.text))
+					snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
+						 ", completion counter %u expected %llu found %llu", ff.r.counter,
+						 (unsigned long long)ff.counter_value + 1, (unsigned long long)ff.counter_value);
+			}
 		} else {
 			snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
 				 "; it holds its queue, nothing could be failed");

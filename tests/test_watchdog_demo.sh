@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Description: a framework's watchdog tested by fault scenarios, as a user would (issue 14):
+# gice-watchdog-demo (a ring of put-with-signal steps with a per-step deadline) under gicerun -n 3
+# with GICE_PLANE=net. Clean: every rank finishes. A lossy link 1->2: every rank still finishes
+# (degraded, not dead) and only rank 1 reports packets lost, to rank 2. A scenario file that kills
+# rank 2: ranks 0 and 1 name rank 2 dead ("process exited"). The 30th put on link 0->1 lost for
+# good: rank 0 stalls and blames link 0->1.
+set -u
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+. tests/time_scale.sh
+export GICE_PLANE=net GICE_TIMEOUT_MS=1000
+demo=$build/bin/gice-watchdog-demo
+run=$build/bin/gicerun
+fail=0
+scen=$(mktemp /tmp/gice-wd-XXXXXX)
+trap 'rm -f "$scen"' EXIT
+
+job() { # out-var, then gicerun arguments
+	timeout "$(scaled 120)" "$run" -n 3 "$@" 2>&1 | grep -E '^\[[0-9]\] watchdog:|^gicerun:'
+}
+expect() { # name, pattern that must be in out
+	if ! grep -qE -- "$2" <<<"$out"; then
+		echo "FAIL: $1: no line matching '$2'"
+		fail=1
+	fi
+}
+reject() { # name, pattern that must not be in out
+	if grep -qE -- "$2" <<<"$out"; then
+		echo "FAIL: $1: a line matches '$2'"
+		fail=1
+	fi
+}
+
+out=$(GICE_FAULTS= job "$demo" --steps 100); echo "$out"
+for r in 0 1 2; do expect clean "^\[$r\] watchdog: rank $r: 100 steps ok"; done
+
+out=$(GICE_FAULTS="drop=0.2,link=1->2,seed=3" job "$demo" --steps 100); echo "$out"
+for r in 0 1 2; do expect lossy "^\[$r\] watchdog: rank $r: 100 steps ok"; done
+expect lossy "rank 1: 100 steps ok; to rank 2: [0-9]+ packets, [1-9][0-9]* lost"
+reject lossy "rank [02]: 100 steps ok.* [1-9][0-9]* lost"
+
+printf '# rank 2 dies 400 ms after its open\nkill_rank=2@400ms\n' >"$scen"
+out=$(GICE_FAULTS= job --keep-going --faults "$scen" "$demo" --steps 1000000); echo "$out"
+expect kill "gicerun: rank 2 .*SIGKILL"
+for r in 0 1; do expect kill "^\[$r\] watchdog: rank $r step [0-9]+: DEAD PEER: rank 2 \(process exited\)"; done
+
+out=$(GICE_FAULTS="nth_put=30,link=0->1" job --keep-going "$demo" --steps 100); echo "$out"
+expect nth_put "^\[0\] watchdog: rank 0 step (29|30): STALLED: .* most retransmitted link: 0->1 "
+
+[ $fail = 0 ] && echo "watchdog demo: all passed"
+exit $fail
