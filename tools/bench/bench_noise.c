@@ -3,9 +3,10 @@
  *
  * Here the emulated GPU's engines (SM, CT and stream threads) are CPU threads too: busy
  * processes would slow both modes alike, which is not the experiment. So the noise goes only
- * to what is the host on real hardware: this process's launching thread (the one that enqueued
- * the loop and waits) and, in host mode, the host proxy thread of each device (thread name
- * gice-dN-proxy) — never the device's SM, CT or stream threads. A noise thread picks one of
+ * to what is the host on real hardware, on the sending side (side 0 of the pair, whose
+ * iterations are timed): its launching thread (the one that enqueued the loop and waits) and,
+ * in host mode, its device's host proxy thread (gice-d0-proxy) — never a device's SM, CT or
+ * stream threads, nor the receiving device's proxy (which does the NIC's receive work). A noise thread picks one of
  * them every 0-2 ms (uniform) and preempts it for 20-400 us (uniform): a real-time signal whose
  * handler sleeps, so the thread is off its CPU as if another process had taken it, without the
  * noise itself taking CPU from the device's threads.
@@ -56,7 +57,10 @@ static void on_noise(int sig)
 	sleep_ns(atomic_load(&noise_delay_ns));
 }
 
-/* The host's threads of this process: the caller (the launching thread) and the host proxies. */
+/* The sending side's host threads: the caller (the launching thread) and, in host mode, the
+ * host proxy of side 0's device (the first this process opened, index 0). Not side 1's proxy:
+ * the emulator's proxy thread also does its device's receive work (GICE_MODE=host has one CT
+ * thread, the proxy), which on real hardware is the NIC's, not the host's. */
 static void find_targets(struct noise *nz)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -75,8 +79,7 @@ static void find_targets(struct noise *nz)
 			continue;
 		if (fgets(comm, sizeof(comm), f)) {
 			comm[strcspn(comm, "\n")] = 0;
-			size_t l = strlen(comm);
-			if (l > 6 && !strcmp(comm + l - 6, "-proxy")) {
+			if (!strcmp(comm, "gice-d0-proxy")) { /* side 0's device: opened first here */
 				nz->tid[nz->n] = (pid_t)atoi(de->d_name);
 				snprintf(nz->name[nz->n], sizeof(nz->name[0]), "%s", comm);
 				nz->n++;
@@ -132,11 +135,12 @@ static int noise_mode(const char *mode)
 			q[0] = pct(t + warm, iters, 0.5), q[1] = pct(t + warm, iters, 0.99), q[2] = pct(t + warm, iters, 1);
 		memset(&nz, 0, sizeof(nz));
 		find_targets(&nz);
-		if (pthread_create(&nz.thr, NULL, noise_thread, &nz))
+		if (me && pthread_create(&nz.thr, NULL, noise_thread, &nz)) /* side 1's rank: no noise */
 			die("cpu-noise: pthread_create", GICE_ERR_NO_MEMORY);
 		rc |= bench_step_run(&st, NOISE_PIECES, 1, work, n, t);
 		atomic_store(&nz.stop, 1);
-		pthread_join(nz.thr, NULL);
+		if (me)
+			pthread_join(nz.thr, NULL);
 		if (me) {
 			z[0] = pct(t + warm, iters, 0.5), z[1] = pct(t + warm, iters, 0.99), z[2] = pct(t + warm, iters, 1);
 			for (int i = 0; i < nz.n; i++)
