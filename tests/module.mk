@@ -17,3 +17,5 @@ TESTS += test_sym
 TEST_SCRIPTS += test_link
 TESTS += test_storage
 TEST_SCRIPTS += test_auth
+TEST_SCRIPTS += test_stats
+TEST_SCRIPTS += test_trace
