@@ -360,6 +360,8 @@ int gice_device_close(gice_device_t *d)
 	if (gice_device_stats(d, &st) == GICE_OK) {
 		pthread_mutex_lock(&api_g.lock);
 		api_stats_add(&api_g.closed_stats, &st);
+		if (api_g.stats || api_g.trace_path[0])
+			api_obs_collect(d);
 		pthread_mutex_unlock(&api_g.lock);
 	}
 	api_storage_quiesce(d); /* file operations end before the CTs stop */

@@ -43,12 +43,25 @@ struct gice_device {
 
 struct launch;
 
+/* GICE_TRACE: one kernel a stream ran — its first block's start and the stream seeing its end */
+typedef struct {
+	uint64_t t_start, t_end;
+	uintptr_t fn;
+	uint32_t nblocks;
+	int32_t status;
+} api_kslice_t;
+
 struct gice_stream {
 	gice_device_t *dev;
 	smt_stream_t *s;
 	struct launch *launches; /* api_stream.c: a launch record per command queue position */
 	uint32_t n_launches;
+	/* GICE_TRACE: a ring of its last API_KSLICES kernels (its stream thread writes; read once
+	 * that thread has ended, at gice_stream_destroy); NULL without GICE_TRACE */
+	api_kslice_t *ks;
+	uint64_t ks_n;
 };
+#define API_KSLICES 1024u
 
 struct dev_blob {
 	uint32_t gid, addr_len, has_mr, pid;
@@ -114,7 +127,8 @@ struct api_state {
 		int32_t pid, sig;
 		uint32_t rank;
 	} fault_sig[4];
-	int on_timeout, host_mode, stats;
+	int on_timeout, host_mode, stats; /* stats: GICE_STATS, 0 off, 1 text, 2 json */
+	char trace_path[512];             /* GICE_TRACE, "" off */
 	pthread_t watchdog;
 	int watchdog_on;
 	_Atomic uint32_t watchdog_stop; /* futex word: gice_finalize wakes the watchdog at once */
@@ -145,6 +159,24 @@ static inline int api_dev_off(const gice_device_t *d, const void *ptr, uint64_t 
 
 /* gice.c */
 void api_stats_add(gice_stats_t *sum, const gice_stats_t *st);
+/* api_obs.c (GICE_STATS, GICE_TRACE; api_g.lock held): sample d's trace ring and CT busy
+ * times (at its close); print the stage percentiles and CT busy shares of the samples as text
+ * lines or (json) one JSON object holding the counters t as well. */
+void api_obs_collect(gice_device_t *d);
+void api_obs_collect_open(void); /* every device still open */
+void api_obs_print(const gice_stats_t *t, int json);
+/* The samples so far: their traces and each one's device; the count. */
+uint32_t api_obs_traces(const ct_trace_t **tr, const uint32_t **gid);
+/* The requests that landed on the devices sampled, each with the device; the count. */
+uint32_t api_obs_landed(const ct_rx_trace_t **rx, const uint32_t **gid);
+/* GICE_TRACE: keep the kernel ring of stream s, id sid (at its destroy, its thread ended;
+ * takes api_g.lock); the kernels kept so far, each with its device and stream id in *gid,
+ * *sid; the count. */
+void api_obs_collect_kernels(const gice_stream_t *s, uint32_t sid);
+uint32_t api_obs_kernels(const api_kslice_t **k, const uint32_t **gid, const uint32_t **sid);
+void api_obs_reset(void);
+/* api_trace.c: GICE_TRACE=path: write the samples as Trace Event JSON (gice_finalize). */
+void api_trace_write(const char *path);
 void api_print_peer_stats(gice_device_t *d);
 /* api_watchdog.c: the watchdog thread (started by gice_init) */
 void *api_watchdog_main(void *arg);

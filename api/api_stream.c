@@ -24,6 +24,7 @@ struct launch {
 	_Atomic int status;
 	/* gice_grid_sync: arrivals of its blocks so far (a futex word: the last to arrive wakes) */
 	_Atomic uint32_t grid_arrived;
+	_Atomic uint64_t t_start; /* GICE_TRACE: when its first block started */
 	uint32_t fail_block, nblocks;
 	char fail_what[200];
 	/* GICE_MODE=host: the operations its blocks issued, handed to the host proxy at its end
@@ -45,6 +46,11 @@ static void run_block(void *arg, uint32_t block, uint32_t nblocks, uint32_t sm)
 	launch_t *l = arg;
 	gice_kctx_t k = {.block = block, .nblocks = nblocks, .sm = sm, .dev = l->dev, .launch = l};
 
+	if (l->stream->ks) { /* GICE_TRACE: the first block to start stamps the kernel */
+		uint64_t none = 0;
+		atomic_compare_exchange_strong_explicit(&l->t_start, &none, gice_now_ns(), memory_order_relaxed,
+							memory_order_relaxed);
+	}
 	l->fn(&k, l->size ? l->args : NULL);
 }
 
@@ -103,6 +109,12 @@ static void launch_done(void *arg)
 		}
 		l->n_ops = 0; /* the list stays, for the record's next launch */
 	}
+	uint64_t t0 = atomic_load_explicit(&l->t_start, memory_order_relaxed);
+	if (l->stream->ks && t0) { /* GICE_TRACE: the stream thread is the ring's one writer */
+		l->stream->ks[l->stream->ks_n++ % API_KSLICES] = (api_kslice_t){
+			.t_start = t0, .t_end = gice_now_ns(), .fn = (uintptr_t)l->fn, .nblocks = l->nblocks,
+			.status = status};
+	}
 	if (status) {
 		gice_error("api", "device %u stream %u: kernel failed in block %u of %u: %s: %s", l->dev->gid,
 			   smt_stream_id(l->stream->s), l->fail_block, l->nblocks, l->fail_what,
@@ -147,6 +159,10 @@ int gice_stream_create(gice_device_t *d, gice_stream_t **out)
 	if (!s)
 		return GICE_ERR_NO_MEMORY;
 	s->dev = d;
+	if (api_g.trace_path[0] && !(s->ks = calloc(API_KSLICES, sizeof(*s->ks)))) {
+		rc = GICE_ERR_NO_MEMORY;
+		goto err_free;
+	}
 	if ((rc = smt_stream_create(d->smt, &s->s)))
 		goto err_free;
 	/* one record per queue position; calloc: the pages of positions never used stay untouched */
@@ -163,12 +179,14 @@ int gice_stream_create(gice_device_t *d, gice_stream_t **out)
 err_destroy:
 	smt_stream_destroy(s->s, UINT64_MAX);
 err_free:
+	free(s->ks);
 	free(s);
 	return rc;
 }
 
 int gice_stream_destroy(gice_stream_t *s)
 {
+	uint32_t sid = smt_stream_id(s->s);
 	int rc = smt_stream_destroy(s->s, api_g.timeout_ns);
 
 	if (rc != GICE_OK)
@@ -181,6 +199,9 @@ int gice_stream_destroy(gice_stream_t *s)
 		free(l->big);
 	}
 	free(s->launches);
+	if (s->ks)
+		api_obs_collect_kernels(s, sid);
+	free(s->ks);
 	free(s);
 	return GICE_OK;
 }
@@ -229,6 +250,7 @@ static int launch_prep(void *ctx, uint32_t index, void **arg)
 	l->stream = q->s;
 	atomic_store_explicit(&l->status, GICE_OK, memory_order_relaxed);
 	atomic_store_explicit(&l->grid_arrived, 0, memory_order_relaxed);
+	atomic_store_explicit(&l->t_start, 0, memory_order_relaxed);
 	l->fail_block = 0;
 	l->nblocks = q->nblocks;
 	l->n_ops = 0;

@@ -55,8 +55,16 @@ const gice_param_t api_params[] = {
 	 "device: kernels hand operations to the CTs as they run (GPU-initiated); host: a kernel's operations "
 	 "are issued by a host proxy thread after the kernel completes, like a CPU-driven stack",
 	 GICE_PARAM_STR, 0, 0},
-	{"GICE_STATS", "0", "1: print each rank's packet, retransmission, fault and watchdog counters at gice_finalize",
-	 GICE_PARAM_U64, 0, 1},
+	{"GICE_STATS", "0",
+	 "1: print at gice_finalize, per rank on stderr, its counters (packets, retransmissions, faults, watchdog), "
+	 "per-stage latency percentiles of its devices' recent operations and each CT's busy share; json: the same "
+	 "as one JSON object per rank and line; 0: nothing",
+	 GICE_PARAM_STR, 0, 0},
+	{"GICE_TRACE", "",
+	 "path: at gice_finalize write a Chrome/Perfetto trace (Trace Event JSON) of each device's recent network "
+	 "operations (issue, CT pickup, first packet, completion); a job of several ranks writes one file per rank, "
+	 "PATH with .json replaced by .R.json (scripts/gice-trace-merge merges them); empty: none",
+	 GICE_PARAM_STR, 0, 0},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
@@ -114,8 +122,7 @@ static int read_fault_params(void)
 	const char *ot = gice_param_str(gice_param_find(api_params, "GICE_ON_TIMEOUT"));
 	const char *mode = gice_param_str(gice_param_find(api_params, "GICE_MODE"));
 	const char *dead = gice_param_str(gice_param_find(api_params, "GICE_ON_PEER_DEAD"));
-	uint64_t stats;
-	int rc;
+	const char *stats = gice_param_str(gice_param_find(api_params, "GICE_STATS"));
 
 	if (!strcmp(ot, "error"))
 		api_g.on_timeout = CT_ON_TIMEOUT_ERROR;
@@ -137,9 +144,13 @@ static int read_fault_params(void)
 		return GICE_ERR_CONFIG;
 	}
 	api_g.host_mode = !strcmp(mode, "host");
-	if ((rc = gice_param_u64(gice_param_find(api_params, "GICE_STATS"), &stats)))
-		return rc;
-	api_g.stats = (int)stats;
+	if (strcmp(stats, "0") && strcmp(stats, "1") && strcmp(stats, "json")) {
+		gice_error("api", "GICE_STATS=\"%s\" is not 0, 1 or json", stats);
+		return GICE_ERR_CONFIG;
+	}
+	api_g.stats = !strcmp(stats, "json") ? 2 : stats[0] - '0';
+	snprintf(api_g.trace_path, sizeof(api_g.trace_path), "%s",
+		 gice_param_str(gice_param_find(api_params, "GICE_TRACE")));
 	return gice_faults_load(gice_param_str(gice_param_find(fab_params, "GICE_FAULTS")),
 				gice_param_str(gice_param_find(fab_params, "GICE_FAULT_SCRIPT")), &api_g.faults);
 }
@@ -277,6 +288,18 @@ void api_print_peer_stats(gice_device_t *d)
 	for (uint32_t g = 0; g < api_g.max_gids; g++) {
 		if (gice_device_peer_stats(d, g, &ps) || !(ps.tx_pkts || ps.rx_pkts || ps.fault_drops))
 			continue;
+		if (api_g.stats == 2) { /* GICE_STATS=json: a JSON object per line, as api_obs.c's */
+			const char *sep = "";
+			n = snprintf(line, sizeof(line), "{\"rank\":%u,\"device\":%u,\"peer\":%u,\"peer_rank\":%u,\"peer_counters\":{",
+				     api_g.rank, d->gid, g, g % (api_g.size ? api_g.size : 1));
+#define API_PEER_STAT_JSON(name)                                                                                    \
+	n += snprintf(line + n, sizeof(line) - (size_t)n, "%s\"" #name "\":%llu", sep, (unsigned long long)ps.name); \
+	sep = ",";
+			GICE_PEER_STATS_LIST(API_PEER_STAT_JSON)
+#undef API_PEER_STAT_JSON
+			fprintf(stderr, "%s}}\n", line);
+			continue;
+		}
 		n = snprintf(line, sizeof(line), "gice peer stats: rank %u: device %u peer %u (rank %u):", api_g.rank,
 			     d->gid, g, g % (api_g.size ? api_g.size : 1));
 #define API_PEER_STAT_PRINT(name) \
@@ -309,11 +332,26 @@ static void print_stats(void)
 #undef API_STAT_PRINT
 	_Static_assert(sizeof(gice_stats_t) / sizeof(uint64_t) * (20 + 1 + 20 + 1) + 40 < sizeof(line),
 		       "every name value pair fits");
-	fprintf(stderr, "%s\n", line);
+	if (api_g.stats == 1)
+		fprintf(stderr, "%s\n", line);
+	api_obs_print(&t, api_g.stats == 2);
 	/* then the per-peer lines of the devices still open (a closed one printed its own) */
 	for (uint64_t i = 0; i < api_g.max_devices; i++)
 		if (api_g.devs[i] && api_g.devs[i]->live)
 			api_print_peer_stats(api_g.devs[i]);
+}
+
+/* What GICE_STATS and GICE_TRACE report at gice_finalize (api_g.lock held). */
+static void report(void)
+{
+	if (!api_g.stats && !api_g.trace_path[0])
+		return;
+	api_obs_collect_open();
+	if (api_g.stats)
+		print_stats();
+	if (api_g.trace_path[0])
+		api_trace_write(api_g.trace_path);
+	api_obs_reset();
 }
 
 int gice_finalize(void)
@@ -337,8 +375,7 @@ int gice_finalize(void)
 			pthread_mutex_lock(&api_g.lock);
 			api_g.watchdog_on = 0;
 		}
-		if (api_g.stats)
-			print_stats();
+		report();
 		for (uint64_t i = 0; i < api_g.max_devices; i++)
 			if (api_g.devs[i])
 				gice_warn("api", "gice_finalize: device %u is still open", api_g.devs[i]->gid);

@@ -18,3 +18,5 @@ TEST_SCRIPTS += test_link
 TESTS += test_storage
 TEST_SCRIPTS += test_auth
 TESTS += test_coll
+TEST_SCRIPTS += test_stats
+TEST_SCRIPTS += test_trace

@@ -5,6 +5,8 @@
 # each row, in one process and on 2 ranks under gicerun (GICE_PLANE=net); idle and stress their
 # comment lines; file-read and file-write five and three rows per size; soak its verdict per rank;
 # allreduce a row per size, its --check passing, and the other collectives a row per size;
+# overlap its comm, compute and overlap rows and efficiency line per mode, cpu-noise its quiet
+# and noisy rows and a line naming the perturbed threads per mode, first-kernel its two rows;
 # a usage error exits 2. The figures themselves are not judged here.
 set -u
 cd "$(dirname "$0")/.."
@@ -98,6 +100,27 @@ for b in allgather reduce_scatter broadcast alltoall; do
 	run "$b, 3 ranks" "$build/bin/gicerun" -n 3 "$bench" $b --csv --sizes 96,300k --iters 20
 	rows $b "96,20 307200,20" 3
 done
+run "overlap, both modes" "$bench" overlap --csv --iters 20 --sizes 64k
+rows comm "65536,20 65536,20"
+rows compute "65536,20 65536,20"
+rows overlap "65536,20 65536,20"
+has '^comm,[^,]+/device,' 1
+has '^overlap,[^,]+/host,' 1
+has '^# overlap (device|host) 65536 B: compute-only [0-9.]+ us, compute\+comm [0-9.]+ us, comm-only [0-9.]+ us: efficiency [0-9.]+$' 2
+run "overlap, 2 ranks, host mode" env GICE_MODE=host "$build/bin/gicerun" -n 2 "$bench" overlap --csv --iters 10 --sizes 64k
+rows overlap "65536,10" 2
+has '^# overlap host 65536 B: .*efficiency [0-9.]+$' 1
+run "cpu-noise" "$bench" cpu-noise --csv --iters 40 --sizes 64k
+rows quiet "65536,40 65536,40"
+rows noisy "65536,40 65536,40"
+has '^# cpu-noise device 65536 B: p50 [0-9.]+ -> [0-9.]+ us, p99 [0-9.]+ -> [0-9.]+ us, max [0-9.]+ -> [0-9.]+ us \(quiet -> noisy\); [0-9]+ delays of 20-400 us injected into: main \(tid [0-9]+\)$' 1
+has '^# cpu-noise host 65536 B: .* injected into: main \(tid [0-9]+\), gice-d0-proxy \(tid [0-9]+\)$' 1
+run "first-kernel" "$bench" first-kernel --csv --iters 50
+rows first-kernel "8,50 8,50"
+has '^first-kernel,[^,]+/stream-wait,' 1
+has '^first-kernel,[^,]+/poll,' 1
+run "overlap --iters 401" "$bench" overlap --iters 401
+[ "$rc" = 2 ] || { echo "FAIL: overlap --iters 401 exits $rc, expected 2"; fail=1; }
 
 run "usage error" "$bench" rate --window 0
 [ "$rc" = 2 ] || { echo "FAIL: rate --window 0 exits $rc, expected 2"; fail=1; }

@@ -476,6 +476,16 @@ void ct_engine_stats(const ct_engine_t *e, ct_stats_t *s)
 		s->v[i] = atomic_load_explicit((_Atomic uint64_t *)&e->st[i], memory_order_relaxed);
 }
 
+int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint64_t *alive_ns)
+{
+	if (ct >= e->attr.n_cts || !e->tiles)
+		return GICE_ERR_INVALID;
+	uint64_t t0 = atomic_load_explicit(&e->tiles[ct].t_start_ns, memory_order_relaxed);
+	*busy_ns = atomic_load_explicit(&e->tiles[ct].busy_ns, memory_order_relaxed);
+	*alive_ns = t0 ? gice_now_ns() - t0 : 0;
+	return GICE_OK;
+}
+
 uint32_t ct_trace_read(const ct_engine_t *ce, ct_trace_t *out, uint32_t max)
 {
 	ct_engine_t *e = (ct_engine_t *)ce;
@@ -485,6 +495,19 @@ uint32_t ct_trace_read(const ct_engine_t *ce, ct_trace_t *out, uint32_t max)
 	n = (uint32_t)GICE_MIN((uint64_t)max, GICE_MIN(e->trace_n, (uint64_t)CT_TRACE_RING));
 	for (uint32_t i = 0; i < n; i++)
 		out[i] = e->trace[(e->trace_n - n + i) % CT_TRACE_RING];
+	ct_link_unlock(e);
+	return n;
+}
+
+uint32_t ct_rx_trace_read(const ct_engine_t *ce, ct_rx_trace_t *out, uint32_t max)
+{
+	ct_engine_t *e = (ct_engine_t *)ce;
+	uint32_t n;
+
+	ct_link_lock(e);
+	n = (uint32_t)GICE_MIN((uint64_t)max, GICE_MIN(e->rx_trace_n, (uint64_t)CT_TRACE_RING));
+	for (uint32_t i = 0; i < n; i++)
+		out[i] = e->rx_trace[(e->rx_trace_n - n + i) % CT_TRACE_RING];
 	ct_link_unlock(e);
 	return n;
 }

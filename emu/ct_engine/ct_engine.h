@@ -177,7 +177,13 @@ typedef struct {
 	uint64_t bytes;
 	uint64_t t_issue, t_pickup, t_first_tx, t_complete;
 	int32_t status;
+	uint32_t msg_id; /* its id towards peer_gid: the target's ct_rx_trace_t names it too */
 } ct_trace_t;
+/* A request message that landed here (its data written, its signal due): the target's side. */
+typedef struct {
+	uint32_t src_gid, msg_id;
+	uint64_t t_landed;
+} ct_rx_trace_t;
 
 int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out);
 /* Stops the threads; pending operations complete with GICE_ERR_CANCELED. */
@@ -274,11 +280,16 @@ uint32_t ct_engine_max_ops(const ct_engine_t *e);
 
 /* Copy e's counters (relaxed loads, each one consistent, not the set) into *st. */
 void ct_engine_stats(const ct_engine_t *e, ct_stats_t *st);
+/* CT ct's thread: ns since it started (*alive_ns) and of those the ns it spent in passes that
+ * found work (*busy_ns; the rest it polled or slept). GICE_ERR_INVALID for a bad ct. */
+int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint64_t *alive_ns);
 /* Copy e's counters for peer device gid (those of GICE_PEER_STATS_LIST it keeps; the others
  * zero) into *st. GICE_OK; GICE_ERR_OUT_OF_BOUNDS: gid not below GICE_CT_MAX_PEERS. */
 int ct_engine_peer_stats(const ct_engine_t *e, uint32_t gid, ct_stats_t *st);
 /* Copy up to max most recent traces (oldest first); returns the count. */
 uint32_t ct_trace_read(const ct_engine_t *e, ct_trace_t *out, uint32_t max);
+/* The same for the request messages that landed here. */
+uint32_t ct_rx_trace_read(const ct_engine_t *e, ct_rx_trace_t *out, uint32_t max);
 
 /* The fault injector's classifier of gice packets (fab_fault_attr_t.classify): link, psn,
  * whether a packet is sequenced and starts an operation (ct_fault_peek.c). */

@@ -176,6 +176,9 @@ typedef struct ct_tile {
 	_Atomic int proxied;          /* the host proxy runs this tile too (fallback) */
 	int stalled;                  /* watchdog: a stall was reported */
 	_Atomic uint64_t stall_from, stall_until; /* injected stall (absolute ns), from 0: none */
+	/* GICE_STATS: its thread's start, and the time it spent in passes that found work (its
+	 * thread writes, relaxed; ct_engine_ct_busy reads) */
+	_Atomic uint64_t t_start_ns, busy_ns;
 } ct_tile_t;
 
 #define CT_TRACE_RING 256u
@@ -253,6 +256,8 @@ struct ct_engine {
 	uint64_t next_timer_ns; /* next retransmission check */
 	ct_trace_t trace[CT_TRACE_RING];
 	uint64_t trace_n;
+	ct_rx_trace_t rx_trace[CT_TRACE_RING]; /* requests landed here (ct_landed), link lock */
+	uint64_t rx_trace_n;
 
 	_Atomic uint64_t t_poll; /* last link progress pass */
 	_Atomic uint64_t hang_at_ns;

@@ -34,6 +34,7 @@ static void trace_add(ct_engine_t *e, const ct_msg_t *m, uint64_t now)
 	tr->t_first_tx = m->t_first_tx;
 	tr->t_complete = now;
 	tr->status = m->status;
+	tr->msg_id = m->msg_id;
 }
 
 void ct_complete_msg(ct_engine_t *e, uint32_t idx)

@@ -104,6 +104,9 @@ static void apply_signal(ct_engine_t *e, uint32_t src, const ct_rx_slot_t *s)
  * message from this peer has landed. */
 void ct_landed(ct_engine_t *e, uint32_t src, ct_peer_t *p, ct_rx_slot_t *s)
 {
+	ct_rx_trace_t *tr = &e->rx_trace[e->rx_trace_n++ % CT_TRACE_RING];
+
+	*tr = (ct_rx_trace_t){.src_gid = src, .msg_id = s->id1 - 1, .t_landed = gice_now_ns()};
 	s->landed = 1;
 	if (s->status == GICE_OK && (s->flags & CT_HF_SIGNAL) && !(s->flags & CT_HF_STRONG))
 		apply_signal(e, src, s);

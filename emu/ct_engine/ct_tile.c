@@ -330,6 +330,7 @@ void *ct_thread(void *arg)
 		snprintf(name, sizeof(name), "gice-d%u-ct%u", e->attr.index, t->idx);
 	pthread_setname_np(pthread_self(), name);
 	t->last_work_ns = gice_now_ns();
+	atomic_store_explicit(&t->t_start_ns, t->last_work_ns, memory_order_relaxed);
 	/* awake: this thread polls the link (every step does), so peers need not ring CT 0 */
 	tm_doorbell_awake(e->attr.tm, 0, 1);
 
@@ -348,6 +349,9 @@ void *ct_thread(void *arg)
 		work += ct_link_progress(e);
 		if (work) {
 			t->last_work_ns = gice_now_ns();
+			atomic_store_explicit(&t->busy_ns,
+					      atomic_load_explicit(&t->busy_ns, memory_order_relaxed) + t->last_work_ns - now,
+					      memory_order_relaxed);
 			spins = 0;
 			continue;
 		}

@@ -90,6 +90,31 @@ void bench_pair_close(struct bench_pair *p);
 int bench_counter_exact(const char *bench, const struct bench_side *s, gice_counter_t c, uint64_t want,
 			const char *what);
 
+/* ---------------------------------------------------------------- the training-step loop (bench_step.c)
+ * Side 0 of a pair: per iteration a kernel computes `chunks` pieces of a gradient of `bytes`
+ * and, with comm, puts each piece to side 1 as soon as it is computed; the next iteration waits
+ * (stream wait) for every piece's completion. */
+struct bench_step {
+	struct bench_pair p;
+	size_t bytes;
+	uint8_t *buf[2];         /* local sides: side 0's gradient, side 1's receive buffer */
+	gice_counter_t sent[2];  /* side 0: pieces completed */
+	uint64_t rkey;           /* side 1's buffer */
+	gice_counter_t sig;      /* side 1: pieces arrived */
+	uint64_t pieces;         /* pieces sent so far */
+};
+void bench_step_open(struct bench_step *st, size_t bytes);
+/* Run iters iterations (work: compute elements per piece, 0 none); on side 0's rank fills
+ * iter_ns[iters] with each iteration's duration on the device. 0, else 1 (a counter off). */
+int bench_step_run(struct bench_step *st, uint32_t chunks, int comm, uint64_t work, long iters, uint64_t *iter_ns);
+void bench_step_close(struct bench_step *st);
+/* ns per compute element, measured on the calling thread. */
+double bench_step_ns_per_work(void);
+/* fn once per control mode: the mode GICE_MODE names, or under a launcher "device"; one process
+ * without GICE_MODE: "device", then "host", each after re-initialising the library. ORs the
+ * results. */
+int bench_modes(int (*fn)(const char *mode));
+
 /* The sub-commands. */
 int bench_trigger(void);
 int bench_put(void);
@@ -107,5 +132,8 @@ int bench_allgather(void);
 int bench_reduce_scatter(void);
 int bench_broadcast(void);
 int bench_alltoall(void);
+int bench_overlap(void);     /* bench_overlap.c */
+int bench_cpu_noise(void);   /* bench_noise.c */
+int bench_first_kernel(void); /* bench_first.c */
 
 #endif

@@ -25,6 +25,12 @@
  *                            p99, algbw (MBps) and busbw (busbw_MBps) as nccl-tests define them.
  *   bench_soak.c    soak     1,000,000 (--iters) triggered put_signals; every rank's RSS sampled
  *                            50 times must end within 5% of where it started.
+ *   bench_overlap.c overlap  a training-step loop (compute, then a chunked exchange; bench_step.c)
+ *                            against its compute alone: overlap efficiency, device vs host mode.
+ *   bench_noise.c   cpu-noise  the same loop's iteration times with random delays injected into
+ *                            the host's threads (launching thread, host proxy), device vs host.
+ *   bench_first.c   first-kernel  counter written -> dependent kernel running: stream wait vs
+ *                            a kernel that polls.
  * --csv prints bench,transport,ranks,bytes,iters,p50_us,p99_us,MBps,busbw_MBps. */
 #include <errno.h>
 #include <getopt.h>
@@ -107,7 +113,9 @@ static void usage(FILE *f)
 		   "       gice-bench soak [--iters N] [--provider NAME]\n"
 		   "       gice-bench barrier [--csv] [--iters N] [--provider NAME]\n"
 		   "       gice-bench allreduce [--csv] [--sizes 8,...,64m] [--iters N] [--check] [--provider NAME]\n"
-		   "       gice-bench allgather|reduce_scatter|broadcast|alltoall [--csv] [--sizes ...] [--iters N]\n");
+		   "       gice-bench allgather|reduce_scatter|broadcast|alltoall [--csv] [--sizes ...] [--iters N]\n"
+		   "       gice-bench overlap|cpu-noise [--csv] [--sizes 1m,...] [--iters N<=400] [--provider NAME]\n"
+		   "       gice-bench first-kernel [--csv] [--iters N] [--provider NAME]\n");
 }
 
 /* A number with an optional k, m or g suffix (binary), within [min, max]; 0 on success. */
@@ -194,6 +202,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gice-bench: bad --iters %ld\n", opt.iters);
 		return 2;
 	}
+	if ((!strcmp(argv[optind], "overlap") || !strcmp(argv[optind], "cpu-noise")) && opt.iters > 400) {
+		fprintf(stderr, "gice-bench: %s: --iters %ld: at most 400 (every iteration is enqueued at once: "
+				"GICE_SMT_STREAM_DEPTH)\n", argv[optind], opt.iters);
+		return 2;
+	}
 	opt.nsizes_set = sizes != NULL;
 	if (!sizes)
 		sizes = strcmp(argv[optind], "rate") ? "8,4096,65536,1048576" : "8,4096";
@@ -257,6 +270,12 @@ int main(int argc, char **argv)
 		rc = bench_broadcast();
 	else if (!strcmp(argv[optind], "alltoall"))
 		rc = bench_alltoall();
+	else if (!strcmp(argv[optind], "overlap"))
+		rc = bench_overlap();
+	else if (!strcmp(argv[optind], "cpu-noise"))
+		rc = bench_cpu_noise();
+	else if (!strcmp(argv[optind], "first-kernel"))
+		rc = bench_first_kernel();
 	else {
 		usage(stderr);
 		rc = 2;

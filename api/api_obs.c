@@ -1,0 +1,205 @@
+/* api_obs.c: what GICE_STATS prints beside the counters — per-stage latency percentiles of
+ * the operations in the CT engines' trace rings (the most recent CT_TRACE_RING per device),
+ * and each CT thread's busy share — and the GICE_STATS=json form of all of it. The samples
+ * also feed GICE_TRACE (api_trace.c).
+ *
+ * Devices are sampled when they close and, for those still open, at gice_finalize; both under
+ * api_g.lock (the watchdog's order: api_g.lock, then the engine's link lock). Nothing here runs
+ * on the per-message path: the engine keeps its trace ring and busy time as it always does. */
+#include "api/api_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OBS_TRACES 4096u /* operations kept across devices (the most recent per device) */
+#define OBS_CTS 256u
+#define OBS_KERNELS 8192u
+
+enum { OBS_PICKUP, OBS_WIRE, OBS_DONE, OBS_TOTAL, OBS_STAGES };
+static const char *const obs_stage_name[OBS_STAGES] = {"issue_to_pickup", "pickup_to_first_tx",
+						       "first_tx_to_complete", "issue_to_complete"};
+
+static struct {
+	ct_trace_t tr[OBS_TRACES];
+	uint32_t gid[OBS_TRACES]; /* the device of tr[i] */
+	uint32_t n_tr;
+	ct_rx_trace_t rx[OBS_TRACES]; /* requests that landed on the devices sampled */
+	uint32_t rx_gid[OBS_TRACES];
+	uint32_t n_rx;
+	struct obs_ct {
+		uint32_t gid, ct;
+		uint64_t busy_ns, alive_ns;
+	} ct[OBS_CTS];
+	uint32_t n_ct;
+	api_kslice_t k[OBS_KERNELS]; /* GICE_TRACE: kernels of the streams destroyed so far */
+	uint32_t k_gid[OBS_KERNELS], k_sid[OBS_KERNELS];
+	uint32_t n_k;
+} obs;
+
+void api_obs_collect(gice_device_t *d)
+{
+	ct_trace_t tr[256];
+	uint32_t n = ct_trace_read(d->ct, tr, 256);
+
+	for (uint32_t i = 0; i < n && obs.n_tr < OBS_TRACES; i++) {
+		obs.gid[obs.n_tr] = d->gid;
+		obs.tr[obs.n_tr++] = tr[i];
+	}
+	ct_rx_trace_t rx[256];
+	n = ct_rx_trace_read(d->ct, rx, 256);
+	for (uint32_t i = 0; i < n && obs.n_rx < OBS_TRACES; i++) {
+		obs.rx_gid[obs.n_rx] = d->gid;
+		obs.rx[obs.n_rx++] = rx[i];
+	}
+	for (uint32_t c = 0; c < d->n_cts && obs.n_ct < OBS_CTS; c++) {
+		struct obs_ct *o = &obs.ct[obs.n_ct];
+		if (ct_engine_ct_busy(d->ct, c, &o->busy_ns, &o->alive_ns) == GICE_OK) {
+			o->gid = d->gid, o->ct = c;
+			obs.n_ct++;
+		}
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* v sorted, n > 0: the p-quantile in us. */
+static double q_us(const uint64_t *v, uint32_t n, double p) { return (double)v[(uint32_t)(p * (n - 1) + 0.5)] / 1e3; }
+
+/* The stage durations of the successful operations collected; n[k] of stage k. */
+static void stages(uint64_t *v[OBS_STAGES], uint32_t n[OBS_STAGES])
+{
+	for (uint32_t i = 0; i < obs.n_tr; i++) {
+		const ct_trace_t *t = &obs.tr[i];
+		const uint64_t from[OBS_STAGES] = {t->t_issue, t->t_pickup, t->t_first_tx, t->t_issue};
+		const uint64_t to[OBS_STAGES] = {t->t_pickup, t->t_first_tx, t->t_complete, t->t_complete};
+		if (t->status)
+			continue;
+		for (int k = 0; k < OBS_STAGES; k++)
+			if (from[k] && to[k] >= from[k])
+				v[k][n[k]++] = to[k] - from[k];
+	}
+	for (int k = 0; k < OBS_STAGES; k++)
+		qsort(v[k], n[k], sizeof(uint64_t), cmp_u64);
+}
+
+/* Append to line (size len, n used) and return the new n, never past the end. */
+#define OBS_PUT(...)                                                                         \
+	do {                                                                                 \
+		int w_ = snprintf(line + n, len - n, __VA_ARGS__);                           \
+		n = w_ < 0 ? n : GICE_MIN(len - 1, n + (size_t)w_);                         \
+	} while (0)
+
+static void print_text(char *line, size_t len, uint64_t *v[OBS_STAGES], const uint32_t cnt[OBS_STAGES])
+{
+	size_t n = 0;
+
+	OBS_PUT("gice stats: rank %u: stages of its last %u operations (us, p50/p99/max):", api_g.rank, obs.n_tr);
+	for (int k = 0; k < OBS_STAGES; k++)
+		if (cnt[k])
+			OBS_PUT(" %s %.2f/%.2f/%.2f", obs_stage_name[k], q_us(v[k], cnt[k], 0.5), q_us(v[k], cnt[k], 0.99),
+				q_us(v[k], cnt[k], 1));
+		else
+			OBS_PUT(" %s -", obs_stage_name[k]);
+	fprintf(stderr, "%s\n", line);
+	n = 0;
+	OBS_PUT("gice stats: rank %u: CT busy share (the rest polling or asleep):", api_g.rank);
+	for (uint32_t i = 0; i < obs.n_ct; i++)
+		OBS_PUT(" d%u.ct%u %.1f%%", obs.ct[i].gid, obs.ct[i].ct,
+			obs.ct[i].alive_ns ? 100.0 * (double)obs.ct[i].busy_ns / (double)obs.ct[i].alive_ns : 0.0);
+	fprintf(stderr, "%s\n", line);
+}
+
+static void print_json(char *line, size_t len, const gice_stats_t *t, uint64_t *v[OBS_STAGES],
+		       const uint32_t cnt[OBS_STAGES])
+{
+	size_t n = 0;
+
+	OBS_PUT("{\"rank\":%u,\"counters\":{", api_g.rank);
+	const char *sep = "";
+#define OBS_JSON_COUNTER(name, from, field, help)                                      \
+	OBS_PUT("%s\"" #name "\":%llu", sep, (unsigned long long)t->name);             \
+	sep = ",";
+	GICE_STATS_LIST(OBS_JSON_COUNTER)
+#undef OBS_JSON_COUNTER
+	OBS_PUT("},\"operations\":%u,\"stages_us\":{", obs.n_tr);
+	for (int k = 0; k < OBS_STAGES; k++) {
+		OBS_PUT("%s\"%s\":{\"n\":%u", k ? "," : "", obs_stage_name[k], cnt[k]);
+		if (cnt[k])
+			OBS_PUT(",\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f", q_us(v[k], cnt[k], 0.5),
+				q_us(v[k], cnt[k], 0.9), q_us(v[k], cnt[k], 0.99), q_us(v[k], cnt[k], 1));
+		OBS_PUT("}");
+	}
+	OBS_PUT("},\"cts\":[");
+	for (uint32_t i = 0; i < obs.n_ct; i++)
+		OBS_PUT("%s{\"device\":%u,\"ct\":%u,\"busy_ns\":%llu,\"alive_ns\":%llu,\"busy_share\":%.4f}", i ? "," : "",
+			obs.ct[i].gid, obs.ct[i].ct, (unsigned long long)obs.ct[i].busy_ns,
+			(unsigned long long)obs.ct[i].alive_ns,
+			obs.ct[i].alive_ns ? (double)obs.ct[i].busy_ns / (double)obs.ct[i].alive_ns : 0.0);
+	OBS_PUT("]}");
+	fprintf(stderr, "%s\n", line);
+}
+
+void api_obs_collect_open(void)
+{
+	for (uint64_t i = 0; i < api_g.max_devices; i++)
+		if (api_g.devs[i] && api_g.devs[i]->live)
+			api_obs_collect(api_g.devs[i]);
+}
+
+uint32_t api_obs_traces(const ct_trace_t **tr, const uint32_t **gid)
+{
+	*tr = obs.tr;
+	*gid = obs.gid;
+	return obs.n_tr;
+}
+
+void api_obs_collect_kernels(const gice_stream_t *s, uint32_t sid)
+{
+	uint64_t n = GICE_MIN(s->ks_n, (uint64_t)API_KSLICES);
+
+	pthread_mutex_lock(&api_g.lock);
+	for (uint64_t i = s->ks_n - n; i < s->ks_n && obs.n_k < OBS_KERNELS; i++) {
+		obs.k_gid[obs.n_k] = s->dev->gid;
+		obs.k_sid[obs.n_k] = sid;
+		obs.k[obs.n_k++] = s->ks[i % API_KSLICES];
+	}
+	pthread_mutex_unlock(&api_g.lock);
+}
+
+uint32_t api_obs_kernels(const api_kslice_t **k, const uint32_t **gid, const uint32_t **sid)
+{
+	*k = obs.k;
+	*gid = obs.k_gid;
+	*sid = obs.k_sid;
+	return obs.n_k;
+}
+
+uint32_t api_obs_landed(const ct_rx_trace_t **rx, const uint32_t **gid)
+{
+	*rx = obs.rx;
+	*gid = obs.rx_gid;
+	return obs.n_rx;
+}
+
+void api_obs_reset(void) { obs.n_tr = obs.n_ct = obs.n_k = obs.n_rx = 0; }
+
+void api_obs_print(const gice_stats_t *t, int json)
+{
+	static uint64_t buf[OBS_STAGES][OBS_TRACES];
+	uint64_t *v[OBS_STAGES] = {buf[0], buf[1], buf[2], buf[3]};
+	uint32_t cnt[OBS_STAGES] = {0};
+	size_t len = 8192 + (size_t)obs.n_ct * 96;
+	char *line = malloc(len);
+
+	stages(v, cnt);
+	if (line && json)
+		print_json(line, len, t, v, cnt);
+	else if (line)
+		print_text(line, len, v, cnt);
+	free(line);
+}

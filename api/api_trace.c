@@ -1,0 +1,173 @@
+/* api_trace.c: GICE_TRACE=path — the samples of api_obs.c (each device's most recent network
+ * operations from its CT engine's trace ring) written at gice_finalize as a Chrome/Perfetto
+ * trace (Trace Event JSON, ui.perfetto.dev or chrome://tracing opens it).
+ *
+ * A process per rank (pid = rank), a track per device (tid = its global id) and one per stream
+ * (tid (gid + 1) * 1000 + stream id) with its kernels as slices. Each operation is an async slice from its issue (the kernel's request or the trigger that fired it) to its
+ * completion, named "put 8 B -> d1", holding nested slices for its stages: queued (issue ->
+ * CT pickup), ct (pickup -> first packet handed to the fabric), wire+ack (first packet ->
+ * completion written). A flow arrow leads from each operation's issue (a 1 ns slice on the
+ * initiator's "issued" track) to the moment its request landed at the target (a 1 ns slice on
+ * the target's "landed" track, in the target rank's file: merged, the arrows cross ranks).
+ * Times are CLOCK_MONOTONIC in us: every rank of one machine shares that
+ * clock, so scripts/gice-trace-merge can put several ranks' files side by side as they are.
+ * Nothing of this runs on the per-message path: the engine keeps its trace ring anyway. */
+#include "api/api_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define API_TRACE_ISSUED 900000u /* + gid: a device's issue points (flow tails) */
+#define API_TRACE_LANDED 800000u /* + gid: requests that landed on it (flow heads) */
+
+static const char *op_name(uint32_t op)
+{
+	static const char *const names[] = {"put", "get", "atomic"};
+	return op < sizeof(names) / sizeof(names[0]) ? names[op] : "op";
+}
+
+/* One async begin or end event. */
+static void ev(FILE *f, const char *ph, const char *name, uint64_t id, uint32_t tid, uint64_t t_ns, int *first)
+{
+	fprintf(f, "%s\n{\"ph\":\"%s\",\"cat\":\"gice\",\"name\":\"%s\",\"id\":\"0x%llx\",\"pid\":%u,\"tid\":%u,"
+		   "\"ts\":%llu.%03llu}",
+		*first ? "" : ",", ph, name, (unsigned long long)id, api_g.rank, tid,
+		(unsigned long long)(t_ns / 1000), (unsigned long long)(t_ns % 1000));
+	*first = 0;
+}
+
+/* A stage slice from a to b, when both happened in that order. */
+static void stage(FILE *f, const char *name, uint64_t id, uint32_t tid, uint64_t a, uint64_t b, int *first)
+{
+	if (!a || b < a)
+		return;
+	ev(f, "b", name, id, tid, a, first);
+	ev(f, "e", name, id, tid, b, first);
+}
+
+/* The kernels of the streams destroyed so far: a track per stream (tid (gid + 1) * 1000 + its
+ * id), each kernel a complete slice from its first block's start to its end as its stream saw
+ * it. */
+static void write_kernels(FILE *f)
+{
+	const api_kslice_t *k;
+	const uint32_t *gid, *sid;
+	uint32_t n = api_obs_kernels(&k, &gid, &sid);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t tid = (gid[i] + 1) * 1000 + sid[i], j = 0;
+		while (j < i && (gid[j] != gid[i] || sid[j] != sid[i]))
+			j++;
+		if (j == i) /* a track name per stream, once */
+			fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
+				   "\"device %u stream %u: kernels\"}}",
+				api_g.rank, tid, gid[i], sid[i]);
+		uint64_t dur = k[i].t_end > k[i].t_start ? k[i].t_end - k[i].t_start : 0;
+		fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"gice\",\"name\":\"kernel %u block%s%s\",\"pid\":%u,\"tid\":%u,"
+			   "\"ts\":%llu.%03llu,\"dur\":%llu.%03llu,\"args\":{\"fn\":\"0x%llx\",\"status\":%d}}",
+			k[i].nblocks, k[i].nblocks == 1 ? "" : "s", k[i].status ? " (failed)" : "", api_g.rank, tid,
+			(unsigned long long)(k[i].t_start / 1000), (unsigned long long)(k[i].t_start % 1000),
+			(unsigned long long)(dur / 1000), (unsigned long long)(dur % 1000), (unsigned long long)k[i].fn,
+			k[i].status);
+	}
+}
+
+/* A flow's id: the message, by its source device and its id towards the target. */
+static uint64_t flow_id(uint32_t src_gid, uint32_t msg_id)
+{
+	return 1ull << 63 | (uint64_t)src_gid << 32 | msg_id; /* apart from the slices' ids */
+}
+
+/* A 1 ns slice on track tid at t (flows bind to slices of a thread track), with a flow event
+ * ph ("s" leaving it, "f" arriving at it) of id. */
+static void flow_point(FILE *f, const char *name, uint32_t tid, uint64_t t, const char *ph, uint64_t id)
+{
+	fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"gice\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":%llu.%03llu,"
+		   "\"dur\":0.001}",
+		name, api_g.rank, tid, (unsigned long long)(t / 1000), (unsigned long long)(t % 1000));
+	fprintf(f, ",\n{\"ph\":\"%s\",%s\"cat\":\"gice-flow\",\"name\":\"message\",\"id\":\"0x%llx\",\"pid\":%u,"
+		   "\"tid\":%u,\"ts\":%llu.%03llu}",
+		ph, ph[0] == 'f' ? "\"bp\":\"e\"," : "", (unsigned long long)id, api_g.rank, tid,
+		(unsigned long long)(t / 1000), (unsigned long long)(t % 1000));
+}
+
+/* Track names of a device's issue and landing points, once per device. */
+static void flow_tracks(FILE *f, uint32_t gid)
+{
+	fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
+		   "\"device %u: issued\"}}",
+		api_g.rank, API_TRACE_ISSUED + gid, gid);
+	fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
+		   "\"device %u: landed\"}}",
+		api_g.rank, API_TRACE_LANDED + gid, gid);
+}
+
+/* The requests that landed on this rank's devices: the arrow heads of the flows that the
+ * initiators (in this file or another rank's) start at their issue. */
+static void write_landed(FILE *f)
+{
+	const ct_rx_trace_t *rx;
+	const uint32_t *gid;
+	uint32_t n = api_obs_landed(&rx, &gid);
+
+	for (uint32_t i = 0; i < n; i++)
+		flow_point(f, "landed", API_TRACE_LANDED + gid[i], rx[i].t_landed, "f", flow_id(rx[i].src_gid, rx[i].msg_id));
+}
+
+void api_trace_write(const char *path)
+{
+	const ct_trace_t *tr;
+	const uint32_t *gid;
+	uint32_t n = api_obs_traces(&tr, &gid);
+	char file[600], name[96];
+	const char *dot = strrchr(path, '.');
+	FILE *f;
+	int first = 1;
+
+	if (api_g.size > 1) /* one file per rank: PATH.json -> PATH.R.json */
+		snprintf(file, sizeof(file), "%.*s.%u%s", (int)(dot && !strcmp(dot, ".json") ? dot - path : (long)strlen(path)),
+			 path, api_g.rank, dot && !strcmp(dot, ".json") ? ".json" : "");
+	else
+		snprintf(file, sizeof(file), "%s", path);
+	if (!(f = fopen(file, "w"))) {
+		gice_error("api", "GICE_TRACE: cannot write %s: %m", file);
+		return;
+	}
+	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"CLOCK_MONOTONIC\",\"rank\":%u,"
+		   "\"ranks\":%u},\"traceEvents\":[",
+		api_g.rank, api_g.size);
+	fprintf(f, "\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":\"rank %u\"}}", api_g.rank,
+		api_g.rank);
+	first = 0;
+	for (uint32_t i = 0; i < n; i++) { /* a track name per device, once */
+		uint32_t j = 0;
+		while (j < i && gid[j] != gid[i])
+			j++;
+		if (j == i) {
+			fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
+				   "\"device %u: operations\"}}",
+				api_g.rank, gid[i], gid[i]);
+			flow_tracks(f, gid[i]);
+		}
+	}
+	write_kernels(f);
+	write_landed(f);
+	for (uint32_t i = 0; i < n; i++) {
+		const ct_trace_t *t = &tr[i];
+		uint64_t id = ((uint64_t)api_g.rank << 32) | i;
+		if (!t->t_issue || t->t_complete < t->t_issue)
+			continue;
+		snprintf(name, sizeof(name), "%s %llu B -> d%u%s", op_name(t->op), (unsigned long long)t->bytes,
+			 t->peer_gid, t->status ? " (failed)" : "");
+		ev(f, "b", name, id, gid[i], t->t_issue, &first);
+		stage(f, "queued", id, gid[i], t->t_issue, t->t_pickup, &first);
+		stage(f, "ct", id, gid[i], t->t_pickup, t->t_first_tx, &first);
+		stage(f, "wire+ack", id, gid[i], t->t_first_tx, t->t_complete, &first);
+		ev(f, "e", name, id, gid[i], t->t_complete, &first);
+		if (!t->status)
+			flow_point(f, "issued", API_TRACE_ISSUED + gid[i], t->t_issue, "s", flow_id(gid[i], t->msg_id));
+	}
+	fprintf(f, "\n]}\n");
+	if (fclose(f))
+		gice_error("api", "GICE_TRACE: writing %s failed: %m", file);
+}

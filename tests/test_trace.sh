@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Description: GICE_TRACE writes a valid Chrome/Perfetto trace (Trace Event JSON) at
+# gice_finalize: gice-bench put with 56 put_signals from each of its two devices gives one
+# operation slice per put on each device's track (a begin and an end of one id, nothing
+# unpaired), its stage slices nested inside and in order (issue <= CT pickup <= first packet <=
+# completion), and one kernel slice on each device's stream track, during which that device's
+# puts were issued, and one flow per put from its issue to its landing at the target; on 2 ranks
+# every rank writes PATH.R.json, and scripts/gice-trace-merge puts both ranks' events in one
+# file, where every flow crosses from one rank to the other (and refuses a rank given twice).
+set -u
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+. tests/time_scale.sh
+fail=0
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gice-trace-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# check FILE PIDS OPS: FILE is a trace with processes PIDS (comma-separated) and OPS operations
+# per device track, each a paired slice with its stages inside, in order
+check() {
+	python3 - "$@" <<'EOF'
+import json, sys
+path, pids, ops = sys.argv[1], sorted(int(p) for p in sys.argv[2].split(",")), int(sys.argv[3])
+t = json.load(open(path))
+evs = t["traceEvents"]
+assert sorted({e["pid"] for e in evs}) == pids, ("pids", sorted({e["pid"] for e in evs}))
+by_id = {}
+for e in evs:
+    if e["ph"] in "be":
+        by_id.setdefault((e["pid"], e["id"]), []).append(e)
+per_track = {}
+for key, es in by_id.items():
+    outer = [e for e in es if e["name"].startswith(("put ", "get ", "atomic "))]
+    assert [e["ph"] for e in outer] == ["b", "e"], ("unpaired operation", key, outer)
+    b, end = outer[0]["ts"], outer[1]["ts"]
+    assert b <= end, ("operation ends before it begins", key)
+    order = {"queued": 0, "ct": 1, "wire+ack": 2}
+    last = b
+    for name in sorted({e["name"] for e in es} - {outer[0]["name"]}, key=order.get):
+        s = [e for e in es if e["name"] == name]
+        assert [e["ph"] for e in s] == ["b", "e"], ("unpaired stage", key, name)
+        assert last <= s[0]["ts"] <= s[1]["ts"] <= end, ("stage out of order", key, name, s, b, end)
+        last = s[1]["ts"]
+    per_track[(outer[0]["pid"], outer[0]["tid"])] = per_track.get((outer[0]["pid"], outer[0]["tid"]), 0) + 1
+assert len(per_track) == 2 and set(per_track.values()) == {ops}, ("operations per device track", per_track)
+kernels = [e for e in evs if e["ph"] == "X" and e["name"].startswith("kernel ")]
+assert len(kernels) == 2 and len({(k["pid"], k["tid"]) for k in kernels}) == 2, ("one ping-pong kernel per stream", kernels[:4])
+for key, es in by_id.items(): # the puts are issued by the kernel of their device, while it runs
+    b = [e for e in es if e["ph"] == "b" and e["name"].startswith("put ")][0]
+    assert any(k["pid"] == b["pid"] and k["tid"] // 1000 - 1 == b["tid"] and
+               k["ts"] - 0.001 <= b["ts"] <= k["ts"] + k["dur"] + 0.001 for k in kernels), ("issued outside its kernel", b)
+names = [e for e in evs if e["ph"] == "M" and e["name"] == "thread_name"]
+assert len(names) == 8, names # per device: operations, stream, issued, landed
+# one complete flow per operation: from its issue to its request landing at the target device
+tails = [e for e in evs if e["ph"] == "s"]
+heads = {}
+for e in evs:
+    if e["ph"] == "f":
+        assert e["id"] not in heads, ("two flow heads", e)
+        heads[e["id"]] = e
+assert len(tails) == sum(per_track.values()) == len(heads), (len(tails), len(heads))
+for s in tails:
+    h = heads.get(s["id"])
+    assert h and h["ts"] >= s["ts"] and h["tid"] != s["tid"], ("flow", s, h)
+    if len(pids) > 1:
+        assert h["pid"] != s["pid"], ("a flow between ranks stays in one", s, h)
+print("%s: %d operations on %d device tracks, stages in order, %d flows issue -> landed" % (
+    path, sum(per_track.values()), len(per_track), len(tails)))
+EOF
+}
+
+out=$(GICE_TRACE="$tmp/one.json" timeout "$(scaled 120)" "$build/bin/gice-bench" put --sizes 8 --iters 50 2>&1)
+rc=$?
+[ "$rc" = 0 ] || { echo "FAIL: one process: rc $rc: $out"; fail=1; }
+check "$tmp/one.json" 0 56 || { echo "FAIL: one process trace"; fail=1; }
+
+out=$(GICE_TRACE="$tmp/job.json" GICE_PLANE=net timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 \
+	"$build/bin/gice-bench" put --sizes 8 --iters 50 2>&1)
+rc=$?
+[ "$rc" = 0 ] || { echo "FAIL: 2 ranks: rc $rc: $out"; fail=1; }
+for r in 0 1; do
+	[ -s "$tmp/job.$r.json" ] || { echo "FAIL: 2 ranks: no $tmp/job.$r.json"; fail=1; }
+done
+scripts/gice-trace-merge "$tmp/merged.json" "$tmp/job.0.json" "$tmp/job.1.json" || { echo "FAIL: merge"; fail=1; }
+check "$tmp/merged.json" 0,1 56 || { echo "FAIL: merged trace"; fail=1; }
+if scripts/gice-trace-merge "$tmp/bad.json" "$tmp/job.0.json" "$tmp/job.0.json" 2>/dev/null; then
+	echo "FAIL: merging rank 0 twice succeeded"
+	fail=1
+fi
+
+[ $fail = 0 ] && echo "trace: all passed"
+exit $fail
