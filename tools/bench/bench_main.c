@@ -21,8 +21,9 @@
  *                            large exchange both ways at once; every byte and every signal count
  *                            verified, one "intact" line per device with the reliability and
  *                            fault counters (docs/gice-bench.md).
- *   bench_coll.c    allreduce  gice_coll_allreduce on the world team in a kernel, per size: p50,
- *                            p99, algbw (MBps) and busbw (busbw_MBps) as nccl-tests define them.
+ *   bench_coll.c    allreduce, allgather, reduce_scatter, broadcast, alltoall  the collectives
+ *                            on the world team in a kernel, per size: p50, p99, algbw (MBps) and
+ *                            busbw (busbw_MBps) as nccl-tests define them.
  *   bench_soak.c    soak     1,000,000 (--iters) triggered put_signals; every rank's RSS sampled
  *                            50 times must end within 5% of where it started.
  *   bench_overlap.c overlap  a training-step loop (compute, then a chunked exchange; bench_step.c)
