@@ -174,29 +174,6 @@ END_TEST
 
 /* ---------------------------------------------------------------- errors */
 
-/* Run fn with this process's stderr (where gice logs) going to a file; return what was logged. */
-static char *logged(void (*fn)(void), char *out, size_t len)
-{
-	char path[] = "/tmp/gice-test-get-XXXXXX";
-	int fd = mkstemp(path), saved = dup(2);
-	ssize_t got;
-
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_ge(saved, 0);
-	fflush(stderr);
-	ck_assert_int_ge(dup2(fd, 2), 0);
-	fn();
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	got = pread(fd, out, len - 1, 0);
-	out[got > 0 ? got : 0] = '\0';
-	close(fd);
-	unlink(path);
-	fputs(out, stderr); /* still shown */
-	return out;
-}
-
 static int bad_rc[2];
 
 /* a get with a wrong key, then one whose range ends one byte past the registration */
@@ -212,7 +189,7 @@ START_TEST(get_with_bad_key_or_range_fails_with_exact_status_and_names_the_value
 	gice_stats_t before = stats(0), after;
 
 	memset(buf[0] + DST, 0x5a, MIB);
-	logged(bad_gets, log, sizeof(log));
+	test_logged(bad_gets, log, sizeof(log));
 	ck_assert_int_eq(bad_rc[0], GICE_ERR_BAD_KEY);
 	ck_assert_int_eq(bad_rc[1], GICE_ERR_OUT_OF_BOUNDS);
 	for (size_t i = 0; i < MIB; i++)

@@ -480,27 +480,6 @@ static void comm_2m(void)
 	ck_assert_int_eq(gice_pool_alloc(D, GICE_POOL_COMM, 2 * MIB, &p), GICE_ERR_NO_MEMORY);
 }
 
-static char *logged(void (*fn)(void), char *out, size_t len)
-{
-	char path[] = "/tmp/gice-test-storage-log-XXXXXX";
-	int fd = mkstemp(path), saved = dup(2);
-	ssize_t got;
-
-	ck_assert_int_ge(fd, 0);
-	fflush(stderr);
-	ck_assert_int_ge(dup2(fd, 2), 0);
-	fn();
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	got = pread(fd, out, len - 1, 0);
-	out[got > 0 ? got : 0] = '\0';
-	close(fd);
-	unlink(path);
-	fputs(out, stderr);
-	return out;
-}
-
 START_TEST(allocation_past_the_comm_quota_fails_naming_the_pool)
 {
 	void *c1, *m1, *m2;
@@ -512,7 +491,7 @@ START_TEST(allocation_past_the_comm_quota_fails_naming_the_pool)
 	ck_assert_int_eq(gice_init(), GICE_OK);
 	open_dev(16 * MIB, &D);
 	ck_assert_int_eq(gice_pool_alloc(D, GICE_POOL_COMM, 3 * MIB, &c1), GICE_OK);
-	logged(comm_2m, log, sizeof(log));
+	test_logged(comm_2m, log, sizeof(log));
 	ck_assert_msg(strstr(log, "communication pool exhausted: alloc of 2097152 bytes aligned to 256, 1048576 bytes "
 				  "free in the pool, largest free block 1048576 (pool of 4194304 bytes)"), "log: %s", log);
 	/* the compute pool is the other 12 MiB, whole */

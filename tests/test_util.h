@@ -113,4 +113,28 @@ static inline int test_probe(int (*fn)(void *), void *arg)
 	return WIFEXITED(w) ? WEXITSTATUS(w) : -1;
 }
 
+/* Run fn with this process's stderr (where gice logs) going to a file; return what was logged
+ * (at most len - 1 bytes, in out), after showing it on stderr still. */
+static inline char *test_logged(void (*fn)(void), char *out, size_t len)
+{
+	char path[] = "/tmp/gice-test-log-XXXXXX";
+	int fd = mkstemp(path), saved = dup(2);
+	ssize_t got;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(saved, 0);
+	fflush(stderr);
+	ck_assert_int_ge(dup2(fd, 2), 0);
+	fn();
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	got = pread(fd, out, len - 1, 0);
+	out[got > 0 ? got : 0] = '\0';
+	close(fd);
+	unlink(path);
+	fputs(out, stderr);
+	return out;
+}
+
 #endif
