@@ -319,35 +319,15 @@ END_TEST
 
 /* ---------------------------------------------------------------- errors */
 
-/* What gice logs (stderr) during call, in text (of len bytes). */
-#define CAPTURE(text, len, call)                                                        \
-	do {                                                                            \
-		char path_[] = "/tmp/gice-coll-log-XXXXXX";                             \
-		int fd_ = mkstemp(path_), saved_;                                       \
-		ck_assert_int_ge(fd_, 0);                                               \
-		fflush(stderr);                                                         \
-		saved_ = dup(2);                                                        \
-		dup2(fd_, 2);                                                           \
-		close(fd_);                                                             \
-		call;                                                                   \
-		fflush(stderr);                                                         \
-		dup2(saved_, 2);                                                        \
-		close(saved_);                                                          \
-		FILE *f_ = fopen(path_, "r");                                           \
-		ck_assert_ptr_nonnull(f_);                                              \
-		size_t n_ = fread(text, 1, (len) - 1, f_);                              \
-		text[n_] = 0;                                                           \
-		fclose(f_);                                                             \
-		unlink(path_);                                                          \
-	} while (0)
-
 /* call returns status and logs message */
-#define EXPECT_FAIL(call, status, message)                                                           \
-	do {                                                                                         \
-		char text_[1024];                                                                    \
-		int rc_ = 0;                                                                         \
-		CAPTURE(text_, sizeof(text_), rc_ = (call));                                         \
-		ck_assert_msg(rc_ == (status), "%s returned %d, expected %d", #call, rc_, (status)); \
+#define EXPECT_FAIL(call, status, message)                                                             \
+	do {                                                                                           \
+		char text_[1024];                                                                      \
+		struct test_log log_;                                                                  \
+		test_log_begin(&log_);                                                                 \
+		int rc_ = (call);                                                                      \
+		test_log_end(&log_, text_, sizeof(text_));                                             \
+		ck_assert_msg(rc_ == (status), "%s returned %d, expected %d", #call, rc_, (status));   \
 		ck_assert_msg(strstr(text_, message), "%s logged '%s', expected '%s'", #call, text_, message); \
 	} while (0)
 
