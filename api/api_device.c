@@ -296,9 +296,11 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 			continue;
 		/* devices of one process share its address space: the NVLink plane is free */
 		ct_peer_info_t to_p = {.addr = p->addr, .addr_len = p->addr_len, .mr = p->has_mr ? &p->mr : NULL,
-				       .hbm = api_g.nvlink ? p->base : NULL, .hbm_size = p->size, .pid = getpid()};
+				       .hbm = api_g.nvlink ? p->base : NULL, .hbm_size = p->size, .tm = p->tm,
+				       .pid = getpid()};
 		ct_peer_info_t to_d = {.addr = d->addr, .addr_len = d->addr_len, .mr = d->has_mr ? &d->mr : NULL,
-				       .hbm = api_g.nvlink ? d->base : NULL, .hbm_size = d->size, .pid = getpid()};
+				       .hbm = api_g.nvlink ? d->base : NULL, .hbm_size = d->size, .tm = d->tm,
+				       .pid = getpid()};
 		rc = ct_peer_add(d->ct, p->gid, &to_p);
 		if (!rc && p != d)
 			rc = ct_peer_add(p->ct, d->gid, &to_d);

@@ -5,7 +5,10 @@
  *   the path under test;
  * - backstop: an armed descriptor fires and its put is delivered while the kernel that wrote the
  *   trigger computes and never waits (the CT threads do it), and a host-posted put completes with
- *   no kernel at all (host threads never step a device).
+ *   no kernel at all (host threads never step a device);
+ * - kicks: a device of the same process that sends rings the receiving device's CT 0 when no
+ *   thread of it is awake, so 20 host-posted puts between two idle one-CT devices whose CT polls
+ *   only every 5 s (GICE_CT_POLL_US) take milliseconds, not 20 polls.
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. */
 #include <check.h>
@@ -34,9 +37,11 @@ static gice_conn_t conn[2];    /* dev[i] -> dev[1 - i] */
 static gice_counter_t sig[2];  /* on dev[i], signalled by the other */
 static gice_stream_t *strm[2];
 
+static uint32_t n_cts = 2; /* CTs per device */
+
 static void open_pair(void)
 {
-	gice_device_attr_t at = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 4 * BUF};
+	gice_device_attr_t at = {.n_sms = 2, .n_cts = n_cts, .hbm_bytes = 4 * BUF};
 	void *p;
 
 	ck_assert_int_eq(gice_init(), GICE_OK);
@@ -212,6 +217,36 @@ START_TEST(host_posts_complete_without_kernels)
 }
 END_TEST
 
+START_TEST(an_idle_device_of_the_same_process_is_kicked)
+{
+	gice_counter_t done;
+	const int n = 20;
+
+	setenv("GICE_CT_POLL_US", "5000000", 1); /* an unkicked CT 0 finds a packet within 5 s */
+	setenv("GICE_CT_SPIN_US", "0", 1);       /* CTs sleep as soon as they are idle */
+	setenv("GICE_TIMEOUT_MS", "60000", 1);   /* the watchdog stays out of it */
+	n_cts = 1;                               /* CT 0 alone: no other CT comes round */
+	open_pair();
+	ck_assert_int_eq(gice_counter_alloc(dev[0], &done), GICE_OK);
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0], .local = buf[0], .bytes = 64, .rkey = key[1],
+			.roff = 512, .value = 1, .signal = sig[1], .signal_flags = GICE_SIGNAL_ADD, .completion = done};
+	uint64_t t0 = now_ms();
+	for (int i = 0; i < n; i++) {
+		usleep(2000); /* both devices idle again: their CTs asleep */
+		ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+		ck_assert_int_eq(gice_counter_wait(dev[0], done, GICE_CMP_GE, (uint64_t)i + 1, test_scaled(20000), NULL),
+				 GICE_OK);
+	}
+	uint64_t ms = now_ms() - t0;
+	fprintf(stderr, "kicks: %d puts to an idle device of this process in %llu ms\n", n, (unsigned long long)ms);
+	/* unkicked, each put would wait for the receiver's next poll (up to 5 s: about 50 s in all) */
+	ck_assert_msg(ms < test_scaled(10000), "%d puts took %llu ms: the receiving CT 0 was not kicked", n,
+		      (unsigned long long)ms);
+	ck_assert_uint_eq(gice_counter_read(dev[1], sig[1]), (uint64_t)n);
+	close_pair();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("progress");
@@ -220,11 +255,12 @@ int main(void)
 	SRunner *sr = srunner_create(s);
 	int rc;
 
-	tcase_set_timeout(tc, 60);
+	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, waiters_step_stalled_cts);
 	tcase_add_test(tc, no_progress_without_waiters_stepping);
 	tcase_add_test(tc, armed_descriptor_fires_while_the_kernel_computes);
 	tcase_add_test(tc, host_posts_complete_without_kernels);
+	tcase_add_test(tc, an_idle_device_of_the_same_process_is_kicked);
 	suite_add_tcase(s, tc);
 	srunner_run_all(sr, CK_NORMAL);
 	rc = test_exit(sr);

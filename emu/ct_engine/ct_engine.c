@@ -390,6 +390,7 @@ void ct_peer_closed(ct_engine_t *e, uint32_t gid)
 		/* nor may the endpoint send it what it holds back (the fault injector) */
 		fab_forget(e->attr.ep, e->peers[gid].addr);
 	}
+	e->peers[gid].tm = NULL; /* its trigger memory goes with it: no more kicks */
 	ct_link_unlock(e);
 }
 

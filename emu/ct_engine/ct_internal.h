@@ -224,6 +224,8 @@ struct ct_engine {
 	uint8_t *bundle;
 	uint32_t bundle_len, bundle_gid;
 	uint8_t bundle_cork; /* its first packet found earlier ones to that peer unacknowledged */
+	_Atomic uint8_t bundle_held; /* the fabric refused the bundle for now (EAGAIN): link work,
+				      * CT 0 comes round soon (ct_link_busy) */
 	ct_peer_t *peers;
 	uint32_t act_head[CT_QOS_CLASSES], act_tail[CT_QOS_CLASSES]; /* messages being sent */
 	uint32_t resp_head[CT_QOS_CLASSES], resp_tail[CT_QOS_CLASSES];

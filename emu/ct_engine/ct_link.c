@@ -15,9 +15,11 @@
 
 int ct_link_busy(ct_engine_t *e)
 {
-	/* a delayed ack is link work too: CT 0 keeps polling until it has gone out */
+	/* a delayed ack, or a bundle the fabric refused for now, is link work too: CT 0 keeps
+	 * polling until it has gone out */
 	return atomic_load_explicit(&e->msgs_live, memory_order_relaxed) != 0 ||
-	       atomic_load_explicit(&e->acks_delayed, memory_order_relaxed) != 0;
+	       atomic_load_explicit(&e->acks_delayed, memory_order_relaxed) != 0 ||
+	       atomic_load_explicit(&e->bundle_held, memory_order_relaxed) != 0;
 }
 
 /* ---------------------------------------------------------------- completion */
@@ -64,13 +66,16 @@ void ct_complete_msg(ct_engine_t *e, uint32_t idx)
 /* ---------------------------------------------------------------- progress */
 
 /* Same-host peers we sent to whose link no one polls now (their CT 0 sleeps): ring it, as a NIC
- * raises an interrupt. Once per peer per pass. */
+ * raises an interrupt. Once per peer per pass. A kick queued outside a pass (a control packet
+ * the watchdog sent) waits for the next one, by which time the peer may have closed (its tm
+ * cleared: ct_peer_closed). */
 static void kick_peers(ct_engine_t *e)
 {
 	for (uint32_t i = 0; i < e->n_kick; i++) {
 		ct_peer_t *p = &e->peers[e->kick[i]];
 		p->kick = 0;
-		tm_doorbell_kick(p->tm, 0);
+		if (p->tm)
+			tm_doorbell_kick(p->tm, 0);
 	}
 	e->n_kick = 0;
 }

@@ -32,20 +32,29 @@ void ct_ack_sent(ct_engine_t *e, ct_peer_t *p)
 
 /* Small packets to one peer leave bundled: back to back in one fabric message (protocol.md), so
  * a burst of small puts costs one send of the provider (one syscall on tcp), not one each. A
- * bundle the fabric cannot take now stays, and goes at the next flush. */
+ * bundle the fabric cannot take now stays, and goes at the next flush: meanwhile it is link work
+ * (CT 0 comes round soon), and the peer is rung, as it must make progress for us to send (shm's
+ * first send to a peer waits for the peer to map us) and again once the bundle has left. */
 int ct_bundle_flush(ct_engine_t *e)
 {
+	ct_peer_t *p = &e->peers[e->bundle_gid];
 	int rc;
 
 	if (!e->bundle_len)
 		return GICE_OK;
-	if (e->peers[e->bundle_gid].dead) {
+	if (p->dead) {
 		/* failed or closed since its packets joined: nothing may reach it (a send to a closed
 		 * peer can crash libfabric's shm) and what they carried has been failed */
 		e->bundle_len = 0;
+		atomic_store_explicit(&e->bundle_held, 0, memory_order_relaxed);
 		return GICE_OK;
 	}
-	rc = fab_send(e->attr.ep, e->peers[e->bundle_gid].addr, e->bundle, e->bundle_len, NULL, 0);
+	rc = fab_send(e->attr.ep, p->addr, e->bundle, e->bundle_len, NULL, 0);
+	if (rc == GICE_ERR_AGAIN || atomic_load_explicit(&e->bundle_held, memory_order_relaxed)) {
+		atomic_store_explicit(&e->bundle_held, rc == GICE_ERR_AGAIN, memory_order_relaxed);
+		if (p->tm)
+			tm_doorbell_kick(p->tm, 0);
+	}
 	if (rc == GICE_OK) {
 		e->bundle_len = 0;
 		ct_stat_add(e, CT_STAT_fab_sends, 1);
