@@ -53,6 +53,7 @@ struct gice_team {
 	uint32_t n_local;
 	struct api_team_local local[API_SYM_MAX_LOCAL];
 	gice_team_t *next; /* api_sym.teams: every team of this process, freed by gice_sym_fini */
+	struct api_coll *coll; /* gice_coll_init (api/coll.h), NULL before */
 };
 
 extern struct api_sym_state api_sym;

@@ -1,6 +1,7 @@
 /* api_team.c: teams (the world, split by color and key, strided), rank translation, and the
  * team barrier kernels call: a dissemination barrier made of signals and counter waits only. */
 #include "api/api_sym.h"
+#include "api/coll.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ void api_team_free(gice_team_t *t)
 		}
 	for (uint32_t r = 0; r < t->rounds; r++)
 		gice_sym_counter_free(t->bar[r]);
+	api_coll_free(t);
 	free(t->gids);
 	free(t);
 }

@@ -328,6 +328,91 @@ int gice_team_destroy(gice_team_t *team);
 
 /* ================================================================ end of symmetric memory and teams */
 
+/* ================================================================ collectives (issue 10; docs/api.md)
+ * Collectives over a team on buffers of the symmetric heap (offsets from gice_sym_alloc: the same
+ * on every device, like NVSHMEM's collectives). Host-enqueued on a stream (as ncclAllReduce: the
+ * call returns at once, a one-block kernel does the work after the stream's earlier work; the
+ * stream's device must be in the team) or called from a kernel (gice_coll_*_k, one block per
+ * device; it returns when this device's part is done). Every member calls the same collectives on
+ * a team in the same order with the same count, type, op and root; one collective at a time per
+ * device and team. send == recv is in place (allreduce, reduce, broadcast). allgather, broadcast
+ * and alltoall start with a team sync. count 0 does nothing; a team of one copies. Errors: GICE_ERR_INVALID (no gice_coll_init on the
+ * team, device not a member, avg on an integer type, bad type or op: the message names them),
+ * GICE_ERR_OUT_OF_BOUNDS (a buffer past the heap); from a kernel, failures also fail it. */
+typedef enum {
+	GICE_INT8, GICE_UINT8, GICE_INT32, GICE_UINT32, GICE_INT64, GICE_UINT64,
+	GICE_FLOAT16, GICE_BFLOAT16, GICE_FLOAT32, GICE_FLOAT64, GICE_DTYPE_COUNT
+} gice_dtype_t;
+typedef enum { GICE_RED_SUM, GICE_RED_PROD, GICE_RED_MIN, GICE_RED_MAX, GICE_RED_AVG, GICE_REDOP_COUNT } gice_redop_t;
+
+/* Collective set-up of team: GICE_COLL_SCRATCH_BYTES of heap (landing zones) and its signal
+ * counters. Called by every rank of the job (ranks with no device in team pass NULL: the heap
+ * allocators stay in step); once per team. The scratch stays in the heap until gice_sym_fini.
+ * GICE_ERR_INVALID (before gice_sym_init, twice), GICE_ERR_NO_MEMORY (heap or counters). */
+int gice_coll_init(gice_team_t *team);
+/* Size in bytes of one element (0 for a bad type). */
+size_t gice_dtype_size(gice_dtype_t type);
+/* recv[i] = op over the team's ranks of send[i], i < count (elements of type). Algorithm by
+ * size: one-shot (every rank puts its buffer to every other, each reduces in rank order) up to
+ * GICE_COLL_SMALL_BYTES, else a pipelined ring (reduce-scatter + allgather) in chunks of
+ * GICE_CHUNK_BYTES; GICE_ALGO forces one. */
+int gice_coll_allreduce(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			gice_dtype_t type, gice_redop_t op);
+int gice_coll_allreduce_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			  gice_dtype_t type, gice_redop_t op);
+/* send holds n x count elements (n: team size), recv count: team rank r gets block r of the
+ * reduction (ring reduce-scatter). In place: recv = send + r x count x element size. */
+int gice_coll_reduce_scatter(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			     gice_dtype_t type, gice_redop_t op);
+int gice_coll_reduce_scatter_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			       gice_dtype_t type, gice_redop_t op);
+/* send holds count elements, recv n x count: block r of every recv gets rank r's send (ring).
+ * In place: send = recv + r x count x element size. */
+int gice_coll_allgather(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			gice_dtype_t type);
+int gice_coll_allgather_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			  gice_dtype_t type);
+/* recv of team rank root gets the reduction of every send (ring reduce-scatter, then every
+ * block to the root); recv is not written elsewhere. GICE_ERR_INVALID for root >= team size. */
+int gice_coll_reduce(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+		     gice_dtype_t type, gice_redop_t op, uint32_t root);
+int gice_coll_reduce_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+		       gice_dtype_t type, gice_redop_t op, uint32_t root);
+/* Every recv gets root's send (a chain from the root, pipelined by GICE_CHUNK_BYTES); send is
+ * read on the root only. */
+int gice_coll_broadcast(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			gice_dtype_t type, uint32_t root);
+int gice_coll_broadcast_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			  gice_dtype_t type, uint32_t root);
+/* send and recv hold n x count elements: block j of rank r's send goes to block r of rank j's
+ * recv. Not in place (GICE_ERR_INVALID). */
+int gice_coll_alltoall(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+		       gice_dtype_t type);
+int gice_coll_alltoall_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+			 gice_dtype_t type);
+/* alltoallv (MoE dispatch/combine): send_counts[j] elements at send + send_displs[j] (in
+ * elements) go to team rank j, where they land at recv + j's recv_displs[me] (each device names
+ * where every rank's block lands in its own recv; the library exchanges these first). Arrays of
+ * team-size entries; the host form copies them (teams of at most 64 from the host:
+ * GICE_ERR_UNSUPPORTED beyond), the kernel form reads them while it runs. GICE_ERR_OUT_OF_BOUNDS
+ * for a block or a landing place past the heap. */
+int gice_coll_alltoallv(gice_stream_t *s, gice_team_t *team, uint64_t send, const size_t *send_counts,
+			const size_t *send_displs, uint64_t recv, const size_t *recv_displs, gice_dtype_t type);
+int gice_coll_alltoallv_k(gice_kctx_t *k, gice_team_t *team, uint64_t send, const size_t *send_counts,
+			  const size_t *send_displs, uint64_t recv, const size_t *recv_displs, gice_dtype_t type);
+/* Persistent allreduce, with the host idle: one launch on s serves iters iterations. Iteration
+ * i (0-based) starts when counter trigger of this device reaches first + i — one trigger write
+ * per iteration, by a kernel (gice_trigger_add), a stream (gice_stream_write_value), an armed
+ * descriptor or a peer's signal — runs the allreduce of send into recv, then adds 1 to counter
+ * done. The kernel holds one SM for the whole run, and a wait for a trigger is a wait like any
+ * other: a gap of GICE_TIMEOUT_MS without the trigger fails it (GICE_ERR_TIMED_OUT). Counters
+ * only grow: the next run passes first = first + iters (or resets them; see gice_signal_reset).
+ * Errors as gice_coll_allreduce; GICE_ERR_INVALID for GICE_NO_COUNTER or 0 iterations. */
+int gice_coll_allreduce_persistent(gice_stream_t *s, gice_team_t *team, uint64_t send, uint64_t recv, size_t count,
+				   gice_dtype_t type, gice_redop_t op, gice_counter_t trigger, uint64_t first,
+				   uint64_t iters, gice_counter_t done);
+/* ================================================================ end of collectives */
+
 /* ================================================================ storage path and memory pools
  * (issue 12; kept in one section)
  *

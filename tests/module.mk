@@ -17,5 +17,6 @@ TESTS += test_sym
 TEST_SCRIPTS += test_link
 TESTS += test_storage
 TEST_SCRIPTS += test_auth
+TESTS += test_coll
 TEST_SCRIPTS += test_stats
 TEST_SCRIPTS += test_trace

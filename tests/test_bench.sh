@@ -4,6 +4,7 @@
 # four numbers), one per size or grid; rate also its '# rate S B window W: N msgs/s' line after
 # each row, in one process and on 2 ranks under gicerun (GICE_PLANE=net); idle and stress their
 # comment lines; file-read and file-write five and three rows per size; soak its verdict per rank;
+# allreduce a row per size, its --check passing, and the other collectives a row per size;
 # overlap its comm, compute and overlap rows and efficiency line per mode, cpu-noise its quiet
 # and noisy rows and a line naming the perturbed threads per mode, first-kernel its two rows;
 # a usage error exits 2. The figures themselves are not judged here.
@@ -91,6 +92,14 @@ run "barrier, 3 ranks" env GICE_PLANE=net "$build/bin/gicerun" -n 3 "$bench" bar
 rows sync "0,200" 3
 rows barrier "0,200" 3
 
+run "allreduce, one process" "$bench" allreduce --csv --sizes 8,4k,300k --iters 20 --check
+rows allreduce "8,20 4096,20 307200,20" 2
+run "allreduce, 3 ranks" "$build/bin/gicerun" -n 3 "$bench" allreduce --csv --sizes 8,300k --iters 20 --check
+rows allreduce "8,20 307200,20" 3
+for b in allgather reduce_scatter broadcast alltoall; do
+	run "$b, 3 ranks" "$build/bin/gicerun" -n 3 "$bench" $b --csv --sizes 96,300k --iters 20
+	rows $b "96,20 307200,20" 3
+done
 run "overlap, both modes" "$bench" overlap --csv --iters 20 --sizes 64k
 rows comm "65536,20 65536,20"
 rows compute "65536,20 65536,20"

@@ -3,7 +3,8 @@
 # (scripts/netns-cluster.sh); over the libfabric tcp provider: a 2-rank put_signal ping-pong
 # with every payload byte checked (gice-bench put --check), and the 4-rank training-step ring
 # (gice-demo, which checks every block); symmetric memory, team barriers and a strided team on 4
-# hosts (test_sym job). Skipped (77) without root or network namespaces.
+# hosts (test_sym job); every collective on 4 hosts, and on 2 hosts with interleaved ranks (the
+# ring reordered by host: test_coll job). Skipped (77) without root or network namespaces.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -28,6 +29,19 @@ fi
 echo "== 4 ranks on 4 hosts: symmetric put_signal/get ring, team barriers, a strided team (test_sym job)"
 if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/tests/test_sym" job; then
 	echo "FAIL: symmetric memory and teams across namespaces"
+	fail=1
+fi
+
+echo "== 4 ranks on 4 hosts: every collective, type and op against the host reference (test_coll job)"
+if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 180)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/tests/test_coll" job; then
+	echo "FAIL: collectives across namespaces"
+	fail=1
+fi
+
+echo "== 4 ranks on 2 hosts, interleaved (rank r on host r mod 2): the ring runs host by host (GICE_TOPO=auto)"
+if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 180)" "$build/bin/gicerun" -n 4 --netns ${nsp}-h1,${nsp}-h2 \
+	"$build/tests/test_coll" job; then
+	echo "FAIL: collectives on 2 hosts with interleaved ranks"
 	fail=1
 fi
 

@@ -113,28 +113,49 @@ static inline int test_probe(int (*fn)(void *), void *arg)
 	return WIFEXITED(w) ? WEXITSTATUS(w) : -1;
 }
 
+/* What gice logs (stderr) between test_log_begin and test_log_end goes to a file; test_log_end
+ * returns it (at most len - 1 bytes, in out), after showing it on stderr still. For code that is
+ * not a function of its own (a call whose status is checked too); test_logged runs a function. */
+struct test_log {
+	char path[32];
+	int fd, saved;
+};
+
+static inline void test_log_begin(struct test_log *l)
+{
+	snprintf(l->path, sizeof(l->path), "%s", "/tmp/gice-test-log-XXXXXX");
+	l->fd = mkstemp(l->path);
+	l->saved = dup(2);
+	ck_assert_int_ge(l->fd, 0);
+	ck_assert_int_ge(l->saved, 0);
+	fflush(stderr);
+	ck_assert_int_ge(dup2(l->fd, 2), 0);
+}
+
+static inline char *test_log_end(struct test_log *l, char *out, size_t len)
+{
+	ssize_t got;
+
+	fflush(stderr);
+	dup2(l->saved, 2);
+	close(l->saved);
+	got = pread(l->fd, out, len - 1, 0);
+	out[got > 0 ? got : 0] = '\0';
+	close(l->fd);
+	unlink(l->path);
+	fputs(out, stderr);
+	return out;
+}
+
 /* Run fn with this process's stderr (where gice logs) going to a file; return what was logged
  * (at most len - 1 bytes, in out), after showing it on stderr still. */
 static inline char *test_logged(void (*fn)(void), char *out, size_t len)
 {
-	char path[] = "/tmp/gice-test-log-XXXXXX";
-	int fd = mkstemp(path), saved = dup(2);
-	ssize_t got;
+	struct test_log l;
 
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_ge(saved, 0);
-	fflush(stderr);
-	ck_assert_int_ge(dup2(fd, 2), 0);
+	test_log_begin(&l);
 	fn();
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	got = pread(fd, out, len - 1, 0);
-	out[got > 0 ? got : 0] = '\0';
-	close(fd);
-	unlink(path);
-	fputs(out, stderr);
-	return out;
+	return test_log_end(&l, out, len);
 }
 
 #endif

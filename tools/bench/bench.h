@@ -127,6 +127,11 @@ int bench_file_read(void);  /* bench_file.c */
 int bench_file_write(void);
 int bench_soak(void);
 int bench_barrier(void); /* bench_team.c */
+int bench_allreduce(void); /* bench_coll.c */
+int bench_allgather(void);
+int bench_reduce_scatter(void);
+int bench_broadcast(void);
+int bench_alltoall(void);
 int bench_overlap(void);     /* bench_overlap.c */
 int bench_cpu_noise(void);   /* bench_noise.c */
 int bench_first_kernel(void); /* bench_first.c */

@@ -21,6 +21,9 @@
  *                            large exchange both ways at once; every byte and every signal count
  *                            verified, one "intact" line per device with the reliability and
  *                            fault counters (docs/gice-bench.md).
+ *   bench_coll.c    allreduce, allgather, reduce_scatter, broadcast, alltoall  the collectives
+ *                            on the world team in a kernel, per size: p50, p99, algbw (MBps) and
+ *                            busbw (busbw_MBps) as nccl-tests define them.
  *   bench_soak.c    soak     1,000,000 (--iters) triggered put_signals; every rank's RSS sampled
  *                            50 times must end within 5% of where it started.
  *   bench_overlap.c overlap  a training-step loop (compute, then a chunked exchange; bench_step.c)
@@ -110,6 +113,8 @@ static void usage(FILE *f)
 		   "       gice-bench file-read|file-write --file PATH [--sizes 1m,256m,...] [--iters N] [--csv]\n"
 		   "       gice-bench soak [--iters N] [--provider NAME]\n"
 		   "       gice-bench barrier [--csv] [--iters N] [--provider NAME]\n"
+		   "       gice-bench allreduce [--csv] [--sizes 8,...,64m] [--iters N] [--check] [--provider NAME]\n"
+		   "       gice-bench allgather|reduce_scatter|broadcast|alltoall [--csv] [--sizes ...] [--iters N]\n"
 		   "       gice-bench overlap|cpu-noise [--csv] [--sizes 1m,...] [--iters N<=400] [--provider NAME]\n"
 		   "       gice-bench first-kernel [--csv] [--iters N] [--provider NAME]\n");
 }
@@ -256,6 +261,16 @@ int main(int argc, char **argv)
 		rc = bench_soak();
 	else if (!strcmp(argv[optind], "barrier"))
 		rc = bench_barrier();
+	else if (!strcmp(argv[optind], "allreduce"))
+		rc = bench_allreduce();
+	else if (!strcmp(argv[optind], "allgather"))
+		rc = bench_allgather();
+	else if (!strcmp(argv[optind], "reduce_scatter"))
+		rc = bench_reduce_scatter();
+	else if (!strcmp(argv[optind], "broadcast"))
+		rc = bench_broadcast();
+	else if (!strcmp(argv[optind], "alltoall"))
+		rc = bench_alltoall();
 	else if (!strcmp(argv[optind], "overlap"))
 		rc = bench_overlap();
 	else if (!strcmp(argv[optind], "cpu-noise"))
