@@ -24,7 +24,10 @@ const gice_param_t api_coll_params[] = {
 	 GICE_PARAM_SIZE, 0, 1ull << 30},
 	{"GICE_TOPO", "auto",
 	 "ring order of the ring collectives: auto (the team's ranks grouped by host, each host's in rank "
-	 "order, so that the NVLink plane carries all but one step per host) or rank (team rank order)",
+	 "order, so that the NVLink plane carries all but one step per host), rank (team rank order), or a "
+	 "file path (with a '/'): a static ring of global device ids (gice_device_id), separated by spaces, "
+	 "commas or newlines, '#' to the end of a line a comment, the same file on every rank; a team "
+	 "takes the ring's devices in the file's order, then any the file leaves out in rank order",
 	 GICE_PARAM_STR, 0, 0},
 	{"GICE_COLL_SCRATCH_BYTES", "4m",
 	 "symmetric heap taken by gice_coll_init per team: one-shot slots and the ring's two landing banks",
@@ -60,6 +63,69 @@ void api_coll_free(gice_team_t *t)
 	t->coll = NULL;
 }
 
+/* GICE_TOPO=PATH: the global device ids the file lists, in order (*ids, *n; both may be NULL to
+ * only check it). GICE_ERR_CONFIG, logged with the file and the token, when it cannot be read,
+ * holds something other than ids, or lists an id twice. */
+static int coll_topo_file(const char *path, uint32_t **ids, uint32_t *n)
+{
+	FILE *f = fopen(path, "r");
+	uint32_t *v = NULL, cnt = 0, cap = 0;
+	char tok[64];
+	int c, len = 0, rc = GICE_OK;
+
+	if (!f) {
+		gice_error("api", "GICE_TOPO=%s: cannot read the ring file: %m", path);
+		return GICE_ERR_CONFIG;
+	}
+	do {
+		c = fgetc(f);
+		if (c == '#')
+			while (c != '\n' && c != EOF)
+				c = fgetc(f);
+		if (c != EOF && c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != ',') {
+			if (len < (int)sizeof(tok) - 1)
+				tok[len++] = (char)c;
+			continue;
+		}
+		if (!len)
+			continue;
+		tok[len] = 0;
+		len = 0;
+		char *end;
+		unsigned long id = strtoul(tok, &end, 10);
+		if (*end || tok[0] == '-' || id >= api_g.max_gids) {
+			gice_error("api", "GICE_TOPO=%s: \"%s\" is not a global device id (0..%llu)", path, tok,
+				   (unsigned long long)api_g.max_gids - 1);
+			rc = GICE_ERR_CONFIG;
+			break;
+		}
+		for (uint32_t i = 0; i < cnt; i++)
+			if (v[i] == id) {
+				gice_error("api", "GICE_TOPO=%s: device %lu is listed twice", path, id);
+				rc = GICE_ERR_CONFIG;
+			}
+		if (rc)
+			break;
+		if (cnt == cap) {
+			uint32_t *g = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+			if (!g) {
+				rc = GICE_ERR_NO_MEMORY;
+				break;
+			}
+			v = g;
+		}
+		v[cnt++] = (uint32_t)id;
+	} while (c != EOF);
+	fclose(f);
+	if (rc || !ids) {
+		free(v);
+		return rc;
+	}
+	*ids = v;
+	*n = cnt;
+	return GICE_OK;
+}
+
 static int coll_read_params(struct api_coll *st)
 {
 	uint64_t v;
@@ -83,8 +149,10 @@ static int coll_read_params(struct api_coll *st)
 		return GICE_ERR_CONFIG;
 	}
 	const char *topo = gice_param_str(gice_param_find(api_coll_params, "GICE_TOPO"));
+	if (strchr(topo, '/')) /* a static ring: read and checked here, before any collective step */
+		return coll_topo_file(topo, NULL, NULL);
 	if (strcmp(topo, "auto") && strcmp(topo, "rank")) {
-		gice_error("api", "GICE_TOPO=%s: not auto or rank", topo);
+		gice_error("api", "GICE_TOPO=%s: not auto, rank or a file path (with a '/')", topo);
 		return GICE_ERR_CONFIG;
 	}
 	return GICE_OK;
@@ -104,7 +172,8 @@ static const char *coll_host_of(uint32_t g)
 }
 
 /* The ring order of team (GICE_TOPO): auto groups the ranks by host, hosts in order of their
- * lowest rank, each host's ranks in rank order; every rank computes the same. */
+ * lowest rank, each host's ranks in rank order; a file gives it (then the team's devices it leaves
+ * out, in rank order, warned); every rank computes the same. */
 static int coll_ring_order(gice_team_t *team, struct api_coll *st)
 {
 	const char *topo = gice_param_str(gice_param_find(api_coll_params, "GICE_TOPO"));
@@ -114,6 +183,28 @@ static int coll_ring_order(gice_team_t *team, struct api_coll *st)
 		return GICE_ERR_NO_MEMORY;
 	for (uint32_t r = 0; r < n; r++)
 		st->ring_pos[r] = UINT32_MAX;
+	if (strchr(topo, '/')) {
+		uint32_t *ids, nids, left = 0;
+		int rc = coll_topo_file(topo, &ids, &nids); /* read once already: it failing now is a race */
+		if (rc)
+			return rc;
+		for (uint32_t i = 0; i < nids; i++)
+			for (uint32_t r = 0; r < n; r++)
+				if (team->gids[r] == ids[i] && st->ring_pos[r] == UINT32_MAX) {
+					st->ring_pos[r] = p;
+					st->ring[p++] = r;
+				}
+		free(ids);
+		for (uint32_t r = 0; r < n; r++)
+			if (st->ring_pos[r] == UINT32_MAX) {
+				st->ring_pos[r] = p;
+				st->ring[p++] = r;
+				left++;
+			}
+		if (left)
+			gice_warn("api", "gice_coll_init: GICE_TOPO=%s leaves out %u of the team's %u devices: they follow "
+					 "in rank order", topo, left, n);
+	}
 	pthread_mutex_lock(&api_g.lock);
 	for (uint32_t r = 0; r < n; r++) {
 		if (st->ring_pos[r] != UINT32_MAX)

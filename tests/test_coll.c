@@ -13,6 +13,7 @@
  * avg (one rounding of sum / n, plus the rounding of half types at each ring step) must be
  * within (n + 1) * eps * max(|ref|, 1), eps the type's unit roundoff. */
 #include <check.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -262,6 +263,45 @@ START_TEST(allreduce_every_type_and_op_matches_the_host_reference)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- a static ring */
+
+/* GICE_TOPO=FILE: the ring runs in the file's order (here the devices reversed, which gice_coll_init
+ * logs at debug level), and every allreduce still matches the host reference. */
+START_TEST(a_ring_file_orders_the_ring)
+{
+	char path[] = "/tmp/gice-test-ring-XXXXXX", text[64], log[4096], want[160];
+	int fd = mkstemp(path), len = 0;
+	gice_team_t *t;
+	struct test_log l;
+
+	ck_assert_int_ge(fd, 0);
+	len += snprintf(text + len, sizeof(text) - (size_t)len, "# reversed\n");
+	for (int i = NDEV - 1; i >= 0; i--)
+		len += snprintf(text + len, sizeof(text) - (size_t)len, "%u%s", gice_device_id(dev[i]), i ? "," : "\n");
+	ck_assert_int_eq(write(fd, text, (size_t)len), len);
+	close(fd);
+	ck_assert_int_eq(gice_team_split_strided(team[NDEV], 0, 1, NDEV, &t), GICE_OK);
+	setenv("GICE_TOPO", path, 1);
+	test_log_begin(&l);
+	int rc = gice_coll_init(t);
+	test_log_end(&l, log, sizeof(log));
+	unsetenv("GICE_TOPO");
+	unlink(path);
+	ck_assert_int_eq(rc, GICE_OK);
+	snprintf(want, sizeof(want), "ring order (GICE_TOPO=%s): 3 2 1 0", path);
+	ck_assert_msg(strstr(log, want), "log lacks '%s':\n%s", want, log);
+	ck_assert_int_eq(run_matrix(dev, str, NDEV, t, counts, sizeof(counts) / sizeof(counts[0]), "ring file"), 0);
+	ck_assert_int_eq(gice_team_destroy(t), GICE_OK);
+}
+END_TEST
+
+static void setup_ring_debug(void)
+{
+	setenv("GICE_LOG_LEVEL", "debug", 1); /* the ring order is logged at debug level */
+	setenv("GICE_LOG_SUBSYS", "api", 1);
+	setup_ring();
+}
+
 /* ---------------------------------------------------------------- from a kernel, repeated */
 
 #define REPEAT 1000
@@ -363,7 +403,24 @@ START_TEST(bad_calls_fail_exactly)
 	EXPECT_FAIL(gice_coll_init(team[NDEV]), GICE_ERR_INVALID,
 		    "gice_coll_init: the team of 4 already has its collectives");
 	setenv("GICE_TOPO", "diagonal", 1); /* refused before any collective step */
-	EXPECT_FAIL(gice_coll_init(t2), GICE_ERR_CONFIG, "GICE_TOPO=diagonal: not auto or rank");
+	EXPECT_FAIL(gice_coll_init(t2), GICE_ERR_CONFIG, "GICE_TOPO=diagonal: not auto, rank or a file path (with a '/')");
+	setenv("GICE_TOPO", "/nonexistent/ring", 1);
+	EXPECT_FAIL(gice_coll_init(t2), GICE_ERR_CONFIG, "GICE_TOPO=/nonexistent/ring: cannot read the ring file");
+	char bad[] = "/tmp/gice-test-topo-XXXXXX";
+	int fd = mkstemp(bad);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "0 1 x\n", 6), 6);
+	close(fd);
+	setenv("GICE_TOPO", bad, 1);
+	char want[128];
+	snprintf(want, sizeof(want), "GICE_TOPO=%s: \"x\" is not a global device id", bad);
+	EXPECT_FAIL(gice_coll_init(t2), GICE_ERR_CONFIG, want);
+	fd = open(bad, O_WRONLY | O_TRUNC);
+	ck_assert_int_eq(write(fd, "1, 0 # twice\n1\n", 16), 16);
+	close(fd);
+	snprintf(want, sizeof(want), "GICE_TOPO=%s: device 1 is listed twice", bad);
+	EXPECT_FAIL(gice_coll_init(t2), GICE_ERR_CONFIG, want);
+	unlink(bad);
 	unsetenv("GICE_TOPO");
 	EXPECT_FAIL(gice_coll_allreduce(str[1], t2, A, B, 1, GICE_INT32, GICE_RED_SUM), GICE_ERR_INVALID,
 		    "gice_coll_allreduce: no gice_coll_init on this team");
@@ -584,6 +641,7 @@ static Suite *suite(void)
 		{"other_collectives", other_collectives_match_the_host_reference, NDEV, setup_ring},
 		{"allreduce_repeated_in_a_kernel", allreduce_from_a_kernel_a_thousand_times, 1, setup_auto},
 		{"errors", bad_calls_fail_exactly, 1, setup_auto},
+		{"ring_file", a_ring_file_orders_the_ring, 1, setup_ring_debug},
 		{"persistent", persistent_allreduce_fired_by_one_trigger_write_a_thousand_times, 1, setup_auto},
 		{"init_without_heap", coll_init_before_the_heap_fails, 1, NULL},
 		{"multiproc", allreduce_across_processes, 6, NULL},
