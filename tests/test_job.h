@@ -88,4 +88,20 @@ static void run_job(int size, int started, rank_fn fn, const char *provider, con
 		}                                                            \
 	} while (0)
 
+/* main() of a test binary whose cross-process job a launcher starts as `BINARY job` (gicerun sets
+ * GICE_RANK and GICE_WORLD_SIZE; test_netns.sh runs it across namespaces): that rank runs job,
+ * else the Check suite runs (exit 1 when a case failed). */
+static inline int test_main_or_job(int argc, char **argv, rank_fn job, Suite *(*suite)(void))
+{
+	if (argc > 1 && !strcmp(argv[1], "job")) {
+		const char *r = getenv("GICE_RANK"), *n = getenv("GICE_WORLD_SIZE");
+		return job(r ? atoi(r) : 0, n ? atoi(n) : 1);
+	}
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
+
 #endif

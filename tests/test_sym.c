@@ -1061,15 +1061,4 @@ static Suite *suite(void)
 
 /* `test_sym job` is one rank of the cross-process job above, started by a launcher (gicerun,
  * which sets GICE_RANK and GICE_WORLD_SIZE): test_netns.sh runs it across network namespaces. */
-int main(int argc, char **argv)
-{
-	if (argc > 1 && !strcmp(argv[1], "job")) {
-		const char *r = getenv("GICE_RANK"), *n = getenv("GICE_WORLD_SIZE");
-		return job_plain(r ? atoi(r) : 0, n ? atoi(n) : 1);
-	}
-	SRunner *sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+int main(int argc, char **argv) { return test_main_or_job(argc, argv, job_plain, suite); }
