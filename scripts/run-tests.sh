@@ -20,7 +20,10 @@ for t in "$@"; do
 	0)  pass=$((pass + 1)); printf '  PASS    %-28s %4ss  %s\n' "$t" "$secs" "$(grep -E '^[0-9]+%: Checks' "$log" | tail -1)";;
 	77) skip=$((skip + 1)); printf '  SKIP    %-28s %s\n' "$t" "$(tail -1 "$log")";;
 	*)  fail=$((fail + 1)); failed="$failed $t"
-	    printf '  FAIL    %-28s rc=%d (log %s)\n' "$t" "$rc" "$log"; tail -30 "$log" | sed 's/^/    | /';;
+	    printf '  FAIL    %-28s rc=%d (log %s)\n' "$t" "$rc" "$log"
+	    # the failing Check assertions first (CI output may keep only part of the tail)
+	    grep -E '^[^ ]+:[0-9]+:[EF]:' "$log" | head -5 | sed 's/^/    ! /'
+	    tail -25 "$log" | sed 's/^/    | /';;
 	esac
 done
 echo "tests: $pass passed, $fail failed, $skip skipped"
