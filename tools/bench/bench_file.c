@@ -6,7 +6,8 @@
  *              pread-cold, pread-warm (1 MiB preads into a host buffer). "cold": the file's
  *              pages are dropped first (posix_fadvise DONTNEED, no root needed).
  *   file-write --file PATH [--sizes ...] (default 256 MiB): gice-direct+fsync,
- *              gice-cache+fsync, pwrite+fsync (1 MiB pwrites then fsync: dd conv=fsync).
+ *              gice-cache+fsync (a file write, then a GICE_OP_FILE_SYNC), pwrite+fsync (1 MiB
+ *              pwrites then fsync: dd conv=fsync).
  * One row per run; p50_us = p99_us = the run's time, MBps = bytes / time. --iters runs each
  * (default 1). The file of file-write is overwritten. */
 #include <errno.h>
@@ -137,20 +138,20 @@ static int file_bench(int write)
 	unsigned wf = write ? GICE_FILE_WRITE | GICE_FILE_CREATE : GICE_FILE_READ;
 	CHECK(gice_file_open(d, opt.file, wf, &fd_direct));
 	CHECK(gice_file_open(d, opt.file, wf | GICE_FILE_NO_DIRECT, &fd_cache));
-	int sync_fd = write ? open(opt.file, O_WRONLY) : -1;
 	const char *bench = write ? "file-write" : "file-read";
 
 	for (int i = 0; i < n; i++) {
 		size_t s = sizes[i];
 		for (long it = 0; it < iters; it++) {
 			if (write) {
+				/* the fsync is gice's own operation (GICE_OP_FILE_SYNC), as a checkpoint's */
 				uint64_t t0 = now_ns();
 				gice_op(d, GICE_OP_FILE_WRITE, fd_direct, buf, s, c, &expect);
-				fsync(sync_fd);
+				gice_op(d, GICE_OP_FILE_SYNC, fd_direct, NULL, 0, c, &expect);
 				out(bench, "gice-direct+fsync", s, now_ns() - t0);
 				t0 = now_ns();
 				gice_op(d, GICE_OP_FILE_WRITE, fd_cache, buf, s, c, &expect);
-				fsync(sync_fd);
+				gice_op(d, GICE_OP_FILE_SYNC, fd_cache, NULL, 0, c, &expect);
 				out(bench, "gice-cache+fsync", s, now_ns() - t0);
 				out(bench, "pwrite+fsync", s, plain_write(opt.file, s, host));
 				continue;
@@ -165,8 +166,6 @@ static int file_bench(int write)
 			out(bench, "pread-warm", s, plain_read(opt.file, s, host));
 		}
 	}
-	if (sync_fd >= 0)
-		close(sync_fd);
 	CHECK(gice_file_close(d, fd_direct));
 	CHECK(gice_file_close(d, fd_cache));
 	CHECK(gice_device_close(d));
