@@ -26,6 +26,9 @@ const gice_param_t sto_params[] = {
 	 "queues of buffered reads defeat readahead: io_uring hands them to worker threads)", GICE_PARAM_U64, 1, 4096},
 	{"GICE_IO_CHUNK", "1m", "storage path: largest single read or write a request is cut into", GICE_PARAM_SIZE,
 	 4096, 1ull << 30},
+	{"GICE_IO_CACHE_ASYNC", "1", "storage path (io_uring): page-cache reads go straight to io_uring's worker "
+	 "threads, so that up to GICE_IO_CACHE_QD of them copy a warm file into device memory at once, on several "
+	 "cores (0: the storage thread copies cached data itself, on one core)", GICE_PARAM_BOOL, 0, 1},
 	{"GICE_IO_DIRECT", "1", "storage path: use O_DIRECT for the parts of a request whose file offset, length "
 	 "and device address are 4 KiB aligned (0: always the page cache)", GICE_PARAM_BOOL, 0, 1},
 	{"GICE_IO_MAX_FILES", "64", "storage path: files open per device (registered with io_uring)",
@@ -430,9 +433,9 @@ const char *sto_backend_name(const sto_engine_t *e) { return e->ops->name; }
 
 static int read_params(sto_engine_t *e, const char **backend)
 {
-	uint64_t v[6];
+	uint64_t v[7];
 	const char *names[] = {"GICE_IO_QD", "GICE_IO_CHUNK", "GICE_IO_DIRECT", "GICE_IO_MAX_FILES",
-			       "GICE_IO_REGISTER_BUFFERS", "GICE_IO_CACHE_QD"};
+			       "GICE_IO_REGISTER_BUFFERS", "GICE_IO_CACHE_QD", "GICE_IO_CACHE_ASYNC"};
 	int rc;
 
 	for (size_t i = 0; i < GICE_ARRAY_SIZE(names); i++)
@@ -444,6 +447,7 @@ static int read_params(sto_engine_t *e, const char **backend)
 	e->max_files = (uint32_t)v[3];
 	e->reg_bufs = (int)v[4];
 	e->cache_qd = (uint32_t)v[5];
+	e->cache_async = (int)v[6];
 	*backend = gice_param_str(gice_param_find(sto_params, "GICE_IO_BACKEND"));
 	if (strcasecmp(*backend, "auto") && strcasecmp(*backend, "uring") && strcasecmp(*backend, "psync")) {
 		gice_error("config", "GICE_IO_BACKEND=\"%s\": expected auto, uring or psync", *backend);

@@ -131,6 +131,7 @@ struct sto_engine {
 	uint64_t chunk;        /* GICE_IO_CHUNK */
 	int direct;            /* GICE_IO_DIRECT */
 	int reg_bufs;          /* GICE_IO_REGISTER_BUFFERS */
+	int cache_async;       /* GICE_IO_CACHE_ASYNC */
 	int efd;               /* eventfd: producers and completions wake the thread */
 
 	/* submission ring */

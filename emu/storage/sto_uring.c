@@ -119,6 +119,10 @@ static int uring_queue(sto_engine_t *e, uint32_t c)
 	else
 		io_uring_prep_write(sqe, slot, addr, len, r->file_off + ch->off);
 	sqe->flags |= IOSQE_FIXED_FILE;
+	/* a page-cache read straight to a worker: warm data is copied by several at once, not by
+	 * this thread inside io_uring_submit (cold data went to the workers anyway) */
+	if (!ch->direct && r->dir == STO_READ && e->cache_async)
+		sqe->flags |= IOSQE_ASYNC;
 	io_uring_sqe_set_data64(sqe, c);
 	return GICE_OK;
 }

@@ -3,8 +3,10 @@
  * of the same file by this process in 1 MiB blocks (what `dd bs=1M` does) in the same run.
  *   file-read  --file PATH [--sizes ...]: per size (default: the whole file), rows
  *              gice-direct-cold (O_DIRECT), gice-cache-cold, gice-cache-warm (page cache),
- *              pread-cold, pread-warm (1 MiB preads into a host buffer). "cold": the file's
- *              pages are dropped first (posix_fadvise DONTNEED, no root needed).
+ *              pread-cold, pread-warm (1 MiB preads into a host buffer),
+ *              pread-warm-devmem (the same preads by this thread straight into the device
+ *              buffer gice reads into: the copy gice's warm read cannot avoid). "cold": the
+ *              file's pages are dropped first (posix_fadvise DONTNEED, no root needed).
  *   file-write --file PATH [--sizes ...] (default 256 MiB): gice-direct+fsync,
  *              gice-cache+fsync (a file write, then a GICE_OP_FILE_SYNC), pwrite+fsync (1 MiB
  *              pwrites then fsync: dd conv=fsync).
@@ -53,7 +55,10 @@ static uint64_t gice_op(gice_device_t *d, gice_op_type_t type, gice_file_t f, vo
 	return now_ns() - t0;
 }
 
-static uint64_t plain_read(const char *path, size_t bytes, uint8_t *host)
+/* 1 MiB preads of the file into host[0, 1 MiB) (what dd does: the buffer stays in the CPU
+ * cache), or, with stride, into host + offset (a destination as large as the file, as device
+ * memory is) */
+static uint64_t plain_read(const char *path, size_t bytes, uint8_t *host, int stride)
 {
 	int fd = open(path, O_RDONLY);
 	uint64_t t0 = now_ns();
@@ -63,7 +68,7 @@ static uint64_t plain_read(const char *path, size_t bytes, uint8_t *host)
 		exit(1);
 	}
 	for (size_t done = 0; done < bytes;) {
-		ssize_t n = pread(fd, host, GICE_BENCH_MIN(bytes - done, (size_t)MIB), (off_t)done);
+		ssize_t n = pread(fd, host + (stride ? done : 0), GICE_BENCH_MIN(bytes - done, (size_t)MIB), (off_t)done);
 		if (n <= 0) {
 			fprintf(stderr, "gice-bench: read %s at %zu: %s\n", path, done, n ? strerror(errno) : "end of file");
 			exit(1);
@@ -162,8 +167,9 @@ static int file_bench(int write)
 			out(bench, "gice-cache-cold", s, gice_op(d, GICE_OP_FILE_READ, fd_cache, buf, s, c, &expect));
 			out(bench, "gice-cache-warm", s, gice_op(d, GICE_OP_FILE_READ, fd_cache, buf, s, c, &expect));
 			drop_cache(opt.file);
-			out(bench, "pread-cold", s, plain_read(opt.file, s, host));
-			out(bench, "pread-warm", s, plain_read(opt.file, s, host));
+			out(bench, "pread-cold", s, plain_read(opt.file, s, host, 0));
+			out(bench, "pread-warm", s, plain_read(opt.file, s, host, 0));
+			out(bench, "pread-warm-devmem", s, plain_read(opt.file, s, buf, 1));
 		}
 	}
 	CHECK(gice_file_close(d, fd_direct));
