@@ -217,6 +217,7 @@ static int feed(sto_engine_t *e)
 			e->chunk_free = e->chunks[c].next;
 			e->chunks[c].next = STO_NONE;
 			e->chunks[c].busy = 1;
+			o->t_last = gice_now_ns(); /* the watchdog counts from here */
 			o->ctl = STO_CTL_QUEUED;
 			o->next = o->r.len;
 			o->inflight++;
@@ -258,6 +259,8 @@ static int feed(sto_engine_t *e)
 			break;
 		}
 		ch->busy = 1;
+		if (!o->inflight) /* the watchdog counts from its first chunk in flight, not from a wait for room */
+			o->t_last = gice_now_ns();
 		o->next += len;
 		o->inflight++;
 		e->inflight++;

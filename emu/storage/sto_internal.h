@@ -44,7 +44,7 @@ typedef struct {
 	uint8_t active;    /* on the active FIFO (chunks still to hand out) */
 	uint8_t ctl;       /* enum sto_ctl */
 	uint8_t timed_out; /* the watchdog failed it (its chunks are being canceled) */
-	uint64_t t_last;   /* gice_now_ns() when it was taken or a chunk of it last ended */
+	uint64_t t_last;   /* gice_now_ns() when a chunk of it was queued with none in flight, or last ended */
 } sto_op_t;
 
 typedef struct {
