@@ -9,6 +9,8 @@
  *   once it exists;
  * - ids: an open of an open id is GICE_ERR_BUSY; GICE_OP_FILE_CLOSE keeps the id for the next
  *   open; gice_file_close releases a reserved id;
+ * - O_DIRECT or the page cache: on a file opened with O_DIRECT allowed, a read of a range in the
+ *   page cache copies it from there (io_direct_bytes 0), a read of a cold range uses O_DIRECT;
  * - sync: an fsync armed on a checkpoint write's completion completes; an fsync the file system
  *   refuses (/proc/self/mem: EINVAL) is an error completion naming the file and errno;
  * - watchdog: a read of a FIFO that nobody writes, and a write of 1 MiB into a FIFO nobody
@@ -341,6 +343,44 @@ START_TEST(fsync_refused_fails_naming_file_and_errno)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- O_DIRECT or the page cache */
+
+/* A file opened with O_DIRECT allowed: a range in the page cache is copied from it, a range
+ * that is not is read with O_DIRECT (io_direct_bytes says which). */
+START_TEST(read_of_a_cached_range_skips_o_direct)
+{
+	gice_file_t f;
+	gice_stats_t st;
+	char path[300];
+	uint8_t b[4096];
+
+	path_of(path, sizeof(path), "warm.bin");
+	write_file(path, 2 * MIB);
+	int fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fdatasync(fd), 0); /* clean pages: DONTNEED drops them */
+	ck_assert_int_eq(posix_fadvise(fd, MIB, MIB, POSIX_FADV_DONTNEED), 0);
+	for (off_t o = 0; o < MIB; o += (off_t)sizeof(b)) /* the first MiB warm */
+		ck_assert_int_eq(pread(fd, b, sizeof(b), o), (ssize_t)sizeof(b));
+	close(fd);
+	ck_assert_int_eq(gice_file_open(D, path, GICE_FILE_READ, &f), GICE_OK);
+	ck_assert_int_eq(post_wait(GICE_OP_FILE_READ, f, 0, MIB), GICE_OK);
+	ck_assert_int_eq(gice_device_stats(D, &st), GICE_OK);
+	ck_assert_uint_eq(st.io_read_bytes, MIB);
+	ck_assert_uint_eq(st.io_direct_bytes, 0);
+	/* the cold second MiB, into the device buffer's second MiB (4 KiB aligned) */
+	gice_op_t op = {.type = GICE_OP_FILE_READ, .local = dbuf + MIB, .bytes = MIB, .rkey = f, .roff = MIB,
+			.signal = GICE_NO_COUNTER, .completion = dc};
+	ck_assert_int_eq(gice_counter_reset(D, dc), GICE_OK);
+	ck_assert_int_eq(gice_post(D, &op), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(D, dc, GICE_CMP_GE, 1, test_scaled(30000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_device_stats(D, &st), GICE_OK);
+	ck_assert_uint_eq(st.io_direct_bytes, MIB);
+	expect_file_bytes(2 * MIB);
+	ck_assert_int_eq(gice_file_close(D, f), GICE_OK);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- watchdog */
 
 static void watch_setup(void)
@@ -417,6 +457,11 @@ static Suite *suite(void)
 	tcase_add_test(tc, open_of_a_missing_file_fails_not_found_then_opens_once_it_exists);
 	tcase_add_test(tc, open_in_a_read_only_directory_fails_access);
 	tcase_add_test(tc, open_of_an_open_id_is_busy_and_close_by_op_keeps_the_id);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("cache_choice");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, read_of_a_cached_range_skips_o_direct);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("sync");
 	tcase_add_checked_fixture(tc, setup, teardown);

@@ -44,6 +44,7 @@ typedef struct {
 	uint8_t active;    /* on the active FIFO (chunks still to hand out) */
 	uint8_t ctl;       /* enum sto_ctl */
 	uint8_t timed_out; /* the watchdog failed it (its chunks are being canceled) */
+	uint8_t cached;    /* a read whose range is mostly in the page cache: no O_DIRECT */
 	uint64_t t_last;   /* gice_now_ns() when a chunk of it was queued with none in flight, or last ended */
 } sto_op_t;
 
@@ -132,6 +133,7 @@ struct sto_engine {
 	int direct;            /* GICE_IO_DIRECT */
 	int reg_bufs;          /* GICE_IO_REGISTER_BUFFERS */
 	int cache_async;       /* GICE_IO_CACHE_ASYNC */
+	int no_cachestat;      /* the kernel has no cachestat(2): reads are not probed */
 	int efd;               /* eventfd: producers and completions wake the thread */
 
 	/* submission ring */

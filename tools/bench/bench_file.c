@@ -3,6 +3,8 @@
  * of the same file by this process in 1 MiB blocks (what `dd bs=1M` does) in the same run.
  *   file-read  --file PATH [--sizes ...]: per size (default: the whole file), rows
  *              gice-direct-cold (O_DIRECT), gice-cache-cold, gice-cache-warm (page cache),
+ *              gice-direct-warm (the O_DIRECT handle on the warm file: the storage engine
+ *              sees the range cached and copies it from the page cache),
  *              pread-cold, pread-warm (1 MiB preads into a host buffer),
  *              pread-warm-devmem (the same preads by this thread straight into the device
  *              buffer gice reads into: the copy gice's warm read cannot avoid). "cold": the
@@ -166,6 +168,7 @@ static int file_bench(int write)
 			drop_cache(opt.file);
 			out(bench, "gice-cache-cold", s, gice_op(d, GICE_OP_FILE_READ, fd_cache, buf, s, c, &expect));
 			out(bench, "gice-cache-warm", s, gice_op(d, GICE_OP_FILE_READ, fd_cache, buf, s, c, &expect));
+			out(bench, "gice-direct-warm", s, gice_op(d, GICE_OP_FILE_READ, fd_direct, buf, s, c, &expect));
 			drop_cache(opt.file);
 			out(bench, "pread-cold", s, plain_read(opt.file, s, host, 0));
 			out(bench, "pread-warm", s, plain_read(opt.file, s, host, 0));
