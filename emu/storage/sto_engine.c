@@ -14,7 +14,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,12 +37,6 @@ const gice_param_t sto_params[] = {
 	 "reads and writes (falls back to plain ones when the kernel refuses)", GICE_PARAM_BOOL, 0, 1},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
-
-#ifdef __NR_cachestat
-#define STO_NR_CACHESTAT __NR_cachestat
-#else
-#define STO_NR_CACHESTAT 451 /* the same on every architecture (Linux 6.5) */
-#endif
 
 static const char *const dir_name[STO_DIRS] = {"read", "write", "open", "close", "fsync"};
 static const uint8_t dir_stat[STO_DIRS] = {STO_ST_READS, STO_ST_WRITES, STO_ST_OPENS, STO_ST_CLOSES, STO_ST_SYNCS};
@@ -197,32 +190,6 @@ static int direct_ok(const sto_engine_t *e, const sto_op_t *o, const sto_file_t 
 
 	return e->direct && f->dfd >= 0 && !f->no_direct && !o->cached && !(addr % STO_DIRECT_ALIGN) &&
 	       !(file_off % STO_DIRECT_ALIGN);
-}
-
-/* A read of a range mostly in the page cache (a checkpoint just written, a file read before)
- * copies it from there, ~10x faster than reading the disk again with O_DIRECT: one cachestat(2)
- * per request, on this thread. */
-static int range_cached(sto_engine_t *e, const sto_file_t *f, const sto_req_t *r)
-{
-	struct {
-		uint64_t off, len;
-	} range = {r->file_off, r->len};
-	struct {
-		uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-	} cs;
-	long page = sysconf(_SC_PAGESIZE);
-
-	if (e->no_cachestat || r->len < (uint64_t)page)
-		return 0;
-	if (syscall(STO_NR_CACHESTAT, atomic_load_explicit(&f->fd, memory_order_relaxed), &range, &cs, 0) < 0) {
-		if (errno == ENOSYS) {
-			e->no_cachestat = 1;
-			gice_info("storage", "device %u: no cachestat(2) here: aligned reads use O_DIRECT even when the "
-				  "file is in the page cache", e->attr.gid);
-		}
-		return 0;
-	}
-	return cs.nr_cache * 2 >= (r->len + (uint64_t)page - 1) / (uint64_t)page;
 }
 
 /* Hand out chunks of the active requests, oldest first, while chunks and queue slots last. A
@@ -401,7 +368,7 @@ static int take(sto_engine_t *e)
 				.ctl = r.dir >= STO_OPEN ? STO_CTL_TODO : STO_CTL_NONE};
 		sto_file_t *f = &e->files[r.file];
 		if (r.dir == STO_READ && e->direct && f->dfd >= 0 && !f->no_direct)
-			o->cached = (uint8_t)range_cached(e, f, &r);
+			o->cached = (uint8_t)sto_file_range_cached(e, f, &r);
 		if (e->act_tail == STO_NONE)
 			e->act_head = i;
 		else

@@ -7,7 +7,14 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#ifdef __NR_cachestat
+#define STO_NR_CACHESTAT __NR_cachestat
+#else
+#define STO_NR_CACHESTAT 451 /* the same on every architecture (Linux 6.5) */
+#endif
 
 /* errno of a failed transfer or open -> status */
 int sto_errno_status(int err)
@@ -186,4 +193,30 @@ int sto_file_error(sto_engine_t *e, uint32_t id, char *buf, size_t len)
 		snprintf(buf, len, "%s", e->files[id].err_text);
 	pthread_mutex_unlock(&e->files[id].err_lock);
 	return rc;
+}
+
+/* A read of a range mostly in the page cache (a checkpoint just written, a file read before)
+ * copies it from there, ~10x faster than reading the disk again with O_DIRECT: one cachestat(2)
+ * per request, on this thread. */
+int sto_file_range_cached(sto_engine_t *e, const sto_file_t *f, const sto_req_t *r)
+{
+	struct {
+		uint64_t off, len;
+	} range = {r->file_off, r->len};
+	struct {
+		uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+	} cs;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (e->no_cachestat || r->len < (uint64_t)page)
+		return 0;
+	if (syscall(STO_NR_CACHESTAT, atomic_load_explicit(&f->fd, memory_order_relaxed), &range, &cs, 0) < 0) {
+		if (errno == ENOSYS) {
+			e->no_cachestat = 1;
+			gice_info("storage", "device %u: no cachestat(2) here: aligned reads use O_DIRECT even when the "
+				  "file is in the page cache", e->attr.gid);
+		}
+		return 0;
+	}
+	return cs.nr_cache * 2 >= (r->len + (uint64_t)page - 1) / (uint64_t)page;
 }

@@ -100,6 +100,10 @@ const char *sto_open_mode(unsigned flags);
  * needed for a taken id): registered with the backend, then published. GICE_ERR_IO (closed) */
 int sto_file_install(struct sto_engine *e, uint32_t id, int fd, int dfd);
 
+/* sto_file.c: is read r's file range mostly (half or more) in the page cache? (cachestat(2);
+ * 0 where the kernel has none) */
+int sto_file_range_cached(struct sto_engine *e, const sto_file_t *f, const sto_req_t *r);
+
 /* sto_engine.c: fail request o (its first failure wins) with status and text (logged, kept as
  * its file's last error); nothing more of it is handed out */
 void sto_op_fail(struct sto_engine *e, sto_op_t *o, int status, const char *text);
