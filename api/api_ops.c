@@ -230,6 +230,9 @@ static int op_to_req(gice_device_t *d, const gice_op_t *op, ct_req_t *r)
 		break;
 	case GICE_OP_FILE_READ:
 	case GICE_OP_FILE_WRITE:
+	case GICE_OP_FILE_OPEN:
+	case GICE_OP_FILE_CLOSE:
+	case GICE_OP_FILE_SYNC:
 		return api_file_req(d, op, r); /* api_storage.c */
 	default:
 		gice_error("api", "unknown operation type %d", (int)op->type);

@@ -12,8 +12,13 @@ static int sto_hook(void *arg, const ct_req_t *r, uint32_t ct, uint64_t ticket)
 {
 	gice_device_t *d = arg;
 	sto_engine_t *sto = atomic_load_explicit(&d->sto, memory_order_acquire);
-	sto_req_t s = {.dir = r->op == CT_OP_FILE_WRITE ? STO_WRITE : STO_READ, .file = (uint32_t)r->rkey,
-		       .dev_off = r->src_off, .len = r->len, .file_off = r->roff,
+	/* CT_OP_FILE_READ.. in the order of enum sto_dir */
+	_Static_assert(CT_OP_FILE_WRITE - CT_OP_FILE_READ == STO_WRITE && CT_OP_FILE_OPEN - CT_OP_FILE_READ == STO_OPEN &&
+			       CT_OP_FILE_CLOSE - CT_OP_FILE_READ == STO_CLOSE &&
+			       CT_OP_FILE_SYNC - CT_OP_FILE_READ == STO_SYNC,
+		       "file ops in step");
+	sto_req_t s = {.dir = (uint8_t)(r->op - CT_OP_FILE_READ), .flags = (uint32_t)r->value,
+		       .file = (uint32_t)r->rkey, .dev_off = r->src_off, .len = r->len, .file_off = r->roff,
 		       .cookie = {((uint64_t)ct << 32) | r->counter, ticket}};
 
 	if (r->rkey > UINT32_MAX) {
@@ -41,12 +46,23 @@ static void sto_progress(void *arg)
 
 int api_file_req(gice_device_t *d, const gice_op_t *op, ct_req_t *r)
 {
+	static const char *const names[] = {"read", "write", "open", "close", "sync"};
 	uint64_t off = 0;
 
-	r->op = op->type == GICE_OP_FILE_READ ? CT_OP_FILE_READ : CT_OP_FILE_WRITE;
-	if (op->bytes && api_dev_off(d, op->local, &off)) {
+	_Static_assert(GICE_OP_FILE_WRITE - GICE_OP_FILE_READ == CT_OP_FILE_WRITE - CT_OP_FILE_READ &&
+			       GICE_OP_FILE_SYNC - GICE_OP_FILE_READ == CT_OP_FILE_SYNC - CT_OP_FILE_READ,
+		       "file ops in step");
+	r->op = (uint8_t)(CT_OP_FILE_READ + (op->type - GICE_OP_FILE_READ));
+	if (op->type == GICE_OP_FILE_CLOSE || op->type == GICE_OP_FILE_SYNC)
+		r->len = 0; /* no device memory */
+	else if (op->type == GICE_OP_FILE_OPEN && (!op->bytes || !op->local)) {
+		gice_error("api", "file open of file %llu: no path (buffer %p, %zu bytes)", (unsigned long long)op->rkey,
+			   op->local, op->bytes);
+		return GICE_ERR_INVALID;
+	}
+	if (r->len && api_dev_off(d, op->local, &off)) {
 		gice_error("api", "file %s of %zu bytes: buffer %p is not device %u memory",
-			   op->type == GICE_OP_FILE_READ ? "read" : "write", op->bytes, op->local, d->gid);
+			   names[op->type - GICE_OP_FILE_READ], op->bytes, op->local, d->gid);
 		return GICE_ERR_UNREGISTERED;
 	}
 	r->src_off = off;
@@ -66,7 +82,7 @@ static int sto_get(gice_device_t *d, sto_engine_t **out)
 	if (!sto) {
 		sto_attr_t a = {.gid = d->gid, .index = d->index, .base = d->base, .size = d->size,
 				.max_reqs = ct_engine_max_ops(d->ct), .done = sto_done, .done_arg = d,
-				.progress = sto_progress};
+				.progress = sto_progress, .timeout_ns = api_g.timeout_ns};
 		if ((rc = sto_create(&a, &sto)) == GICE_OK) {
 			/* release: the hook and stats readers see the engine set up */
 			atomic_store_explicit(&d->sto, sto, memory_order_release);
@@ -94,6 +110,20 @@ int gice_file_open(gice_device_t *d, const char *path, unsigned flags, gice_file
 			       (int)GICE_FILE_CREATE == (int)STO_F_CREATE && (int)GICE_FILE_TRUNC == (int)STO_F_TRUNC &&
 			       (int)GICE_FILE_NO_DIRECT == (int)STO_F_NO_DIRECT, "file flags match");
 	if ((rc = sto_file_open(sto, path, flags, &id)))
+		return rc;
+	*file = id;
+	return GICE_OK;
+}
+
+int gice_file_reserve(gice_device_t *d, gice_file_t *file)
+{
+	sto_engine_t *sto;
+	uint32_t id;
+	int rc;
+
+	if (!d || !file)
+		return GICE_ERR_INVALID;
+	if ((rc = sto_get(d, &sto)) || (rc = sto_file_reserve(sto, &id)))
 		return rc;
 	*file = id;
 	return GICE_OK;
@@ -157,5 +187,26 @@ int gice_file_write(gice_kctx_t *k, gice_file_t file, const void *src, uint64_t 
 {
 	gice_op_t op = {.type = GICE_OP_FILE_WRITE, .local = (void *)src, .bytes = bytes, .rkey = file,
 			.roff = file_off, .signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_file_open_nbi(gice_kctx_t *k, gice_file_t file, const char *path, size_t bytes, unsigned flags,
+		       gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_FILE_OPEN, .local = (void *)path, .bytes = bytes, .rkey = file,
+			.value = flags, .signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_file_close_nbi(gice_kctx_t *k, gice_file_t file, gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_FILE_CLOSE, .rkey = file, .signal = GICE_NO_COUNTER, .completion = completion};
+	return gice_issue(k, &op);
+}
+
+int gice_file_sync(gice_kctx_t *k, gice_file_t file, unsigned flags, gice_completion_t completion)
+{
+	gice_op_t op = {.type = GICE_OP_FILE_SYNC, .rkey = file, .value = flags, .signal = GICE_NO_COUNTER,
+			.completion = completion};
 	return gice_issue(k, &op);
 }

@@ -324,7 +324,7 @@ static void print_stats(void)
 			api_stats_add(&t, &st);
 	/* one line per rank, "gice stats: rank R: name value name value ..." in GICE_STATS_LIST
 	 * order, written at once so that the ranks sharing a stderr do not interleave */
-	char line[2048];
+	char line[4096];
 	int n = snprintf(line, sizeof(line), "gice stats: rank %u:", api_g.rank);
 #define API_STAT_PRINT(name, from, field, help)                                                              \
 	n += snprintf(line + n, sizeof(line) - (size_t)n, " " #name " %llu", (unsigned long long)t.name);

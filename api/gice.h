@@ -170,6 +170,11 @@ typedef enum {
 	 * at file offset roff; completion gains one when all bytes have moved */
 	GICE_OP_FILE_READ = 7,    /* file -> device memory */
 	GICE_OP_FILE_WRITE = 8,   /* device memory -> file */
+	/* open the file rkey (reserved: gice_file_reserve) by the NUL-terminated path in device
+	 * memory at local (bytes: its buffer, NUL included), with value the GICE_FILE_* flags */
+	GICE_OP_FILE_OPEN = 9,
+	GICE_OP_FILE_CLOSE = 10,  /* close the file rkey; the id stays reserved for the next open */
+	GICE_OP_FILE_SYNC = 11,   /* fsync the file rkey (value GICE_FILE_SYNC_DATA: fdatasync) */
 } gice_op_type_t;
 
 /* Signal flags: SET (default) or ADD, weak (default: applied when this put has landed) or
@@ -438,13 +443,29 @@ enum {
 	GICE_FILE_TRUNC = 1u << 3,     /* truncate to 0 at open */
 	GICE_FILE_NO_DIRECT = 1u << 4, /* page cache only, never O_DIRECT */
 };
+/* GICE_OP_FILE_SYNC's value: fdatasync (data, and the metadata needed to read it back) instead
+ * of fsync */
+enum { GICE_FILE_SYNC_DATA = 1u << 0 };
 /* Open path on dev (the first open starts dev's storage engine). GICE_ERR_NOT_FOUND (missing
  * file), GICE_ERR_ACCESS (permissions, read-only file system), GICE_ERR_OVERFLOW
  * (GICE_IO_MAX_FILES open), GICE_ERR_INVALID (no READ/WRITE flag, path too long),
  * GICE_ERR_UNSUPPORTED (GICE_IO_BACKEND=uring where io_uring cannot start); logged with the path
  * and errno. */
 int gice_file_open(gice_device_t *dev, const char *path, unsigned flags, gice_file_t *file);
-/* GICE_ERR_BUSY while operations on it are outstanding; GICE_ERR_INVALID if not open. */
+/* Reserve a file id on dev (set-up; the first call starts dev's storage engine) for a file that
+ * is opened at run time, by path, by an operation: GICE_OP_FILE_OPEN (armed, posted, or a
+ * kernel's gice_file_open_nbi), carried out by the storage engine (io_uring openat; open(2) on
+ * the psync backend). Its completion gains one when the file is open, or records the failure
+ * as a read's would: GICE_ERR_NOT_FOUND (ENOENT), GICE_ERR_ACCESS (EACCES, EPERM, EROFS),
+ * GICE_ERR_BUSY (the id is open: close it first), GICE_ERR_INVALID (no NUL in the path buffer,
+ * bad flags), GICE_ERR_IO, GICE_ERR_TIMED_OUT (no answer in GICE_TIMEOUT_MS); gice_file_error
+ * names the path and errno. GICE_OP_FILE_CLOSE closes it again, keeping the id, so one id serves
+ * a file that appears and disappears at run time; gice_file_close releases the id.
+ * GICE_ERR_OVERFLOW (GICE_IO_MAX_FILES taken), GICE_ERR_INVALID (NULL), GICE_ERR_UNSUPPORTED as
+ * gice_file_open. */
+int gice_file_reserve(gice_device_t *dev, gice_file_t *file);
+/* Close file (open, or only reserved) and release its id. GICE_ERR_BUSY while operations on it
+ * are outstanding; GICE_ERR_INVALID if not taken. */
 int gice_file_close(gice_device_t *dev, gice_file_t file);
 /* The last failure of an operation on file (GICE_OK if none); its message into buf (len bytes,
  * may be NULL). */

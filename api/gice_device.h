@@ -176,6 +176,18 @@ int gice_file_read(gice_kctx_t *k, gice_file_t file, void *dst, uint64_t file_of
 		   gice_completion_t completion);
 int gice_file_write(gice_kctx_t *k, gice_file_t file, const void *src, uint64_t file_off, size_t bytes,
 		    gice_completion_t completion);
+/* Open the reserved file (gice_file_reserve) by path: a NUL-terminated string in device memory
+ * within its first bytes (copied when the storage engine takes the request), flags GICE_FILE_*.
+ * Non-blocking (_nbi: the host's gice_file_open blocks): completion gains one once the file is
+ * open, or records the failure (ENOENT: GICE_ERR_NOT_FOUND, ...: gice.h). */
+int gice_file_open_nbi(gice_kctx_t *k, gice_file_t file, const char *path, size_t bytes, unsigned flags,
+		       gice_completion_t completion);
+/* Close file; its id stays reserved for the next gice_file_open_nbi. Non-blocking. */
+int gice_file_close_nbi(gice_kctx_t *k, gice_file_t file, gice_completion_t completion);
+/* fsync file (flags GICE_FILE_SYNC_DATA: fdatasync): what completed writes put in it is
+ * durable when completion gains one. It orders nothing by itself: issue it once the writes have
+ * completed (or arm it on their completion counter). */
+int gice_file_sync(gice_kctx_t *k, gice_file_t file, unsigned flags, gice_completion_t completion);
 /* ---- end of storage path */
 
 /* Errors reach the host. The kernel fails with status (< 0) and what (a short text, copied):

@@ -54,7 +54,7 @@
 	X(io_read_bytes,    STORAGE, _,         "storage path: bytes read from files into device memory")           \
 	X(io_write_bytes,   STORAGE, _,         "storage path: bytes written from device memory to files")          \
 	X(io_direct_bytes,  STORAGE, _,         "storage path: of those bytes, the ones moved with O_DIRECT (no page cache)") \
-	X(io_failed,        STORAGE, _,         "storage path: file reads and writes that failed")                 \
+	X(io_failed,        STORAGE, _,         "storage path: file operations that failed")                 \
 	X(io_short,         STORAGE, _,         "storage path: short reads or writes continued where they stopped") \
 	X(pool_comm_used,   POOL,   _,          "gauge: bytes allocated in the communication pool (GICE_COMM_POOL_BYTES)") \
 	X(pool_comm_free,   POOL,   _,          "gauge: bytes free in the communication pool")                      \
@@ -62,7 +62,11 @@
 	X(pool_comp_used, POOL,  _,          "gauge: bytes allocated in the compute pool (gice_mem_alloc)")      \
 	X(pool_comp_free, POOL,  _,          "gauge: bytes free in the compute pool")                            \
 	X(pool_comp_largest, POOL, _,   "gauge: largest free block of the compute pool") \
-	X(fault_paced,      FAULT,  paced,      "injected faults: sends a rate cap (rate=) refused for now")
+	X(fault_paced,      FAULT,  paced,      "injected faults: sends a rate cap (rate=) refused for now") \
+	X(io_opens,         STORAGE, _,         "storage path: file opens by operation (GICE_OP_FILE_OPEN) completed (either outcome)") \
+	X(io_closes,        STORAGE, _,         "storage path: file closes by operation (GICE_OP_FILE_CLOSE) completed (either outcome)") \
+	X(io_syncs,         STORAGE, _,         "storage path: file syncs (GICE_OP_FILE_SYNC) completed (either outcome)") \
+	X(io_timeouts,      STORAGE, _,         "storage path: file operations the storage watchdog failed (no progress in GICE_TIMEOUT_MS)")
 /* clang-format on */
 
 /* The counters also kept per peer device (gice_device_peer_stats, GICE_STATS=1): names of

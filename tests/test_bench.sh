@@ -3,7 +3,7 @@
 # says: the CSV header, then rows of the 9 columns (bench, transport, ranks, bytes, iters and
 # four numbers), one per size or grid; rate also its '# rate S B window W: N msgs/s' line after
 # each row, in one process and on 2 ranks under gicerun (GICE_PLANE=net); idle and stress their
-# comment lines; file-read and file-write five and three rows per size; soak its verdict per rank;
+# comment lines; file-read and file-write seven and three rows per size; soak its verdict per rank;
 # allreduce a row per size, its --check passing, and the other collectives a row per size;
 # overlap its comm, compute and overlap rows and efficiency line per mode, cpu-noise its quiet
 # and noisy rows and a line naming the perturbed threads per mode, first-kernel its two rows;
@@ -74,7 +74,7 @@ has '^# stress: device [01]: 100 puts \+ 262144 B both ways intact' 2
 tmpf=$(mktemp "${TMPDIR:-/tmp}/gice-bench-file-XXXXXX")
 head -c 4194304 /dev/zero > "$tmpf"
 run "file-read" "$bench" file-read --csv --file "$tmpf" --sizes 1m,4m
-rows file-read "1048576,1 1048576,1 1048576,1 1048576,1 1048576,1 4194304,1 4194304,1 4194304,1 4194304,1 4194304,1"
+rows file-read "1048576,1 1048576,1 1048576,1 1048576,1 1048576,1 1048576,1 1048576,1 4194304,1 4194304,1 4194304,1 4194304,1 4194304,1 4194304,1 4194304,1"
 run "file-write" "$bench" file-write --csv --file "$tmpf" --sizes 2m
 rows file-write "2097152,1 2097152,1 2097152,1"
 run "file-read without --file" "$bench" file-read

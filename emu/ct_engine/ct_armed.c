@@ -125,7 +125,7 @@ int ct_arm(ct_engine_t *e, uint32_t trig, uint64_t threshold, uint64_t period, c
 	   uint32_t *desc)
 {
 	if (!ct_counter_ok(e, trig) ||
-	    (op->op > CT_OP_FENCE && op->op != CT_OP_FILE_READ && op->op != CT_OP_FILE_WRITE)) {
+	    (op->op > CT_OP_FENCE && !CT_OP_IS_FILE(op->op))) {
 		gice_error("ct", "arm on counter %u (valid %u..%u) with op %u: invalid", trig, e->attr.n_cts,
 			   e->n_counters - 1, op->op);
 		return GICE_ERR_INVALID;

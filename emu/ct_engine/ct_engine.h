@@ -39,7 +39,12 @@ enum ct_op {
 	 * engine) at offset roff; handed to the engine's storage hook (ct_engine_set_storage) */
 	CT_OP_FILE_READ = 10, /* file -> device */
 	CT_OP_FILE_WRITE = 11, /* device -> file */
+	CT_OP_FILE_OPEN = 12,  /* reserved file rkey by the path at src_off,len, flags in value */
+	CT_OP_FILE_CLOSE = 13, /* file rkey (it stays reserved) */
+	CT_OP_FILE_SYNC = 14,  /* fsync file rkey (value: its flags) */
 };
+/* ops the storage hook carries out */
+#define CT_OP_IS_FILE(op) ((op) >= CT_OP_FILE_READ && (op) <= CT_OP_FILE_SYNC)
 
 enum ct_req_flags {
 	CT_RF_SIGNAL = 1u << 0,   /* PUT: apply signal (sig_id, value) at the target */

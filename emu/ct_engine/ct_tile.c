@@ -156,15 +156,17 @@ int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig,
 		ct_retire(e, t->idx, ticket);
 		return 0;
 	case CT_OP_FILE_READ:
-	case CT_OP_FILE_WRITE: {
+	case CT_OP_FILE_WRITE:
+	case CT_OP_FILE_OPEN:
+	case CT_OP_FILE_CLOSE:
+	case CT_OP_FILE_SYNC: {
 		/* storage path: the device's storage engine carries it out and ends it
 		 * (ct_engine_op_done) */
 		ct_storage_fn fn = atomic_load_explicit(&e->sto_fn, memory_order_acquire);
 		rc = fn ? fn(atomic_load_explicit(&e->sto_arg, memory_order_relaxed), r, t->idx, ticket)
 			: GICE_ERR_INVALID;
 		if (!fn)
-			gice_error("ct", "file %s on device %u, which has no file open", r->op == CT_OP_FILE_READ ?
-				   "read" : "write", e->attr.gid);
+			gice_error("ct", "file operation %u on device %u, which has no file open", r->op, e->attr.gid);
 		if (rc)
 			ct_fail_now(e, t, r, ticket, rc);
 		return 0;

@@ -84,7 +84,8 @@ struct first_failed {
 static const char *req_op_name(uint8_t op)
 {
 	static const char *const names[] = {"nop", "put", "get", "fetch-add", "compare-swap", "counter add",
-					    "counter set", "fence"};
+					    "counter set", "fence", "arm", "disarm", "file read", "file write",
+					    "file open", "file close", "file sync"};
 	return op < GICE_ARRAY_SIZE(names) ? names[op] : "request";
 }
 

@@ -26,6 +26,9 @@ const gice_param_t sto_params[] = {
 	 "queues of buffered reads defeat readahead: io_uring hands them to worker threads)", GICE_PARAM_U64, 1, 4096},
 	{"GICE_IO_CHUNK", "1m", "storage path: largest single read or write a request is cut into", GICE_PARAM_SIZE,
 	 4096, 1ull << 30},
+	{"GICE_IO_CACHE_ASYNC", "1", "storage path (io_uring): page-cache reads go straight to io_uring's worker "
+	 "threads, so that up to GICE_IO_CACHE_QD of them copy a warm file into device memory at once, on several "
+	 "cores (0: the storage thread copies cached data itself, on one core)", GICE_PARAM_BOOL, 0, 1},
 	{"GICE_IO_DIRECT", "1", "storage path: use O_DIRECT for the parts of a request whose file offset, length "
 	 "and device address are 4 KiB aligned (0: always the page cache)", GICE_PARAM_BOOL, 0, 1},
 	{"GICE_IO_MAX_FILES", "64", "storage path: files open per device (registered with io_uring)",
@@ -35,7 +38,10 @@ const gice_param_t sto_params[] = {
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
-static const char *const dir_name[] = {"read", "write"};
+static const char *const dir_name[STO_DIRS] = {"read", "write", "open", "close", "fsync"};
+static const uint8_t dir_stat[STO_DIRS] = {STO_ST_READS, STO_ST_WRITES, STO_ST_OPENS, STO_ST_CLOSES, STO_ST_SYNCS};
+
+static const char *dir_str(uint8_t dir) { return dir < STO_DIRS ? dir_name[dir] : "unknown operation"; }
 
 /* ---------------------------------------------------------------- submission ring */
 
@@ -54,16 +60,20 @@ int sto_submit(sto_engine_t *e, const sto_req_t *r)
 	 * reads pending: either it sees this request or this request sees the file gone */
 	if (f)
 		atomic_fetch_add_explicit(&f->pending, 1, memory_order_seq_cst);
-	if (!f || atomic_load_explicit(&f->fd, memory_order_seq_cst) < 0) {
-		gice_error("storage", "device %u: %s of %llu bytes names file %u, which is not open", e->attr.gid,
-			   dir_name[r->dir & 1], (unsigned long long)r->len, r->file);
+	/* open and close need the id taken (reserved or open), the rest need the file open */
+	int by_id = r->dir == STO_OPEN || r->dir == STO_CLOSE;
+	if (!f || (by_id ? !atomic_load_explicit(&f->taken, memory_order_seq_cst)
+			 : atomic_load_explicit(&f->fd, memory_order_seq_cst) < 0)) {
+		gice_error("storage", "device %u: %s of %llu bytes names file %u, which is not %s", e->attr.gid,
+			   dir_str(r->dir), (unsigned long long)r->len, r->file,
+			   by_id ? "open or reserved" : "open");
 		rc = GICE_ERR_INVALID;
 		goto out_file;
 	}
-	if (r->dev_off > e->attr.size || r->len > e->attr.size - r->dev_off || r->dir > STO_WRITE) {
-		gice_error("storage", "device %u: %s of %llu bytes at device offset %llu of file %s: outside device "
-			   "memory (%llu bytes)", e->attr.gid, dir_name[r->dir & 1], (unsigned long long)r->len,
-			   (unsigned long long)r->dev_off, f->path, (unsigned long long)e->attr.size);
+	if (r->dev_off > e->attr.size || r->len > e->attr.size - r->dev_off || r->dir >= STO_DIRS) {
+		gice_error("storage", "device %u: %s of %llu bytes at device offset %llu of file %u: outside device "
+			   "memory (%llu bytes)", e->attr.gid, dir_str(r->dir), (unsigned long long)r->len,
+			   (unsigned long long)r->dev_off, r->file, (unsigned long long)e->attr.size);
 		rc = GICE_ERR_INVALID;
 		goto out_file;
 	}
@@ -114,6 +124,21 @@ static int ring_ready(sto_engine_t *e)
 
 /* ---------------------------------------------------------------- requests and chunks */
 
+void sto_op_fail(sto_engine_t *e, sto_op_t *o, int status, const char *text)
+{
+	sto_file_t *f = &e->files[o->r.file];
+
+	if (o->status != GICE_OK)
+		return; /* the first failure is the request's */
+	o->status = status;
+	gice_error("storage", "%s", text);
+	pthread_mutex_lock(&f->err_lock);
+	f->err_status = status;
+	snprintf(f->err_text, sizeof(f->err_text), "%s", text);
+	pthread_mutex_unlock(&f->err_lock);
+	o->next = o->r.len; /* hand out nothing more */
+}
+
 static void req_fail(sto_engine_t *e, sto_op_t *o, int err, const char *what, uint64_t off, uint64_t len)
 {
 	sto_file_t *f = &e->files[o->r.file];
@@ -121,7 +146,6 @@ static void req_fail(sto_engine_t *e, sto_op_t *o, int err, const char *what, ui
 
 	if (o->status != GICE_OK)
 		return; /* the first failure is the request's */
-	o->status = err > 0 ? sto_errno_status(err) : GICE_ERR_OUT_OF_BOUNDS;
 	if (err > 0)
 		snprintf(text, sizeof(text), "device %u: %s of %llu bytes at offset %llu of %s (device offset %llu) "
 			 "failed: %s at offset %llu, length %llu: %s (errno %d)", e->attr.gid, dir_name[o->r.dir],
@@ -134,12 +158,7 @@ static void req_fail(sto_engine_t *e, sto_op_t *o, int err, const char *what, ui
 			 dir_name[o->r.dir], (unsigned long long)o->r.len, (unsigned long long)o->r.file_off, f->path,
 			 (unsigned long long)o->r.dev_off, (unsigned long long)(o->r.file_off + off),
 			 (unsigned long long)len);
-	gice_error("storage", "%s", text);
-	pthread_mutex_lock(&f->err_lock);
-	f->err_status = o->status;
-	memcpy(f->err_text, text, sizeof(text));
-	pthread_mutex_unlock(&f->err_lock);
-	o->next = o->r.len; /* hand out nothing more */
+	sto_op_fail(e, o, err > 0 ? sto_errno_status(err) : GICE_ERR_OUT_OF_BOUNDS, text);
 }
 
 /* A request with nothing in flight and nothing left to hand out is done. */
@@ -149,7 +168,7 @@ static int req_maybe_done(sto_engine_t *e, uint32_t i)
 
 	if (o->inflight || o->next < o->r.len)
 		return 0;
-	sto_stat_add(e, o->r.dir == STO_READ ? STO_ST_READS : STO_ST_WRITES, 1);
+	sto_stat_add(e, dir_stat[o->r.dir], 1);
 	if (o->status)
 		sto_stat_add(e, STO_ST_FAILED, 1);
 	sto_req_t r = o->r;
@@ -163,12 +182,14 @@ static int req_maybe_done(sto_engine_t *e, uint32_t i)
 	return 1;
 }
 
-/* Is [dev_off, +len) at file_off fit for O_DIRECT? */
-static int direct_ok(const sto_engine_t *e, const sto_file_t *f, uint64_t dev_off, uint64_t file_off)
+/* Is [dev_off, +len) at file_off of request o fit for O_DIRECT? */
+static int direct_ok(const sto_engine_t *e, const sto_op_t *o, const sto_file_t *f, uint64_t dev_off,
+		     uint64_t file_off)
 {
 	uintptr_t addr = (uintptr_t)e->attr.base + dev_off;
 
-	return e->direct && f->dfd >= 0 && !f->no_direct && !(addr % STO_DIRECT_ALIGN) && !(file_off % STO_DIRECT_ALIGN);
+	return e->direct && f->dfd >= 0 && !f->no_direct && !o->cached && !(addr % STO_DIRECT_ALIGN) &&
+	       !(file_off % STO_DIRECT_ALIGN);
 }
 
 /* Hand out chunks of the active requests, oldest first, while chunks and queue slots last. A
@@ -180,6 +201,32 @@ static int feed(sto_engine_t *e)
 	while (e->act_head != STO_NONE) {
 		uint32_t i = e->act_head;
 		sto_op_t *o = &e->ops_tab[i];
+		if (o->ctl == STO_CTL_TODO) {
+			if (!sto_ctl_start(e, o)) {
+				o->ctl = STO_CTL_NONE;
+				o->next = o->r.len; /* finished: done below */
+				continue;
+			}
+			o->ctl = STO_CTL_READY;
+		}
+		if (o->ctl == STO_CTL_READY) {
+			if (e->chunk_free == STO_NONE)
+				break;
+			uint32_t c = e->chunk_free;
+			e->chunks[c] = (sto_chunk_t){.req = i, .next = e->chunks[c].next, .fd = -1};
+			if (e->ops->queue(e, c) == GICE_ERR_AGAIN)
+				break; /* queued on a later pass */
+			e->chunk_free = e->chunks[c].next;
+			e->chunks[c].next = STO_NONE;
+			e->chunks[c].busy = 1;
+			o->t_last = gice_now_ns(); /* the watchdog counts from here */
+			o->ctl = STO_CTL_QUEUED;
+			o->next = o->r.len;
+			o->inflight++;
+			e->inflight++;
+			n++;
+			continue;
+		}
 		if (o->next >= o->r.len) {
 			e->act_head = o->link;
 			if (e->act_head == STO_NONE)
@@ -195,7 +242,7 @@ static int feed(sto_engine_t *e)
 		uint64_t len = GICE_MIN(left, e->chunk);
 		/* a chunk stays inside one registered buffer */
 		len = GICE_MIN(len, STO_FIXED_BUF - dev_off % STO_FIXED_BUF);
-		uint8_t direct = (uint8_t)direct_ok(e, f, dev_off, o->r.file_off + o->next);
+		uint8_t direct = (uint8_t)direct_ok(e, o, f, dev_off, o->r.file_off + o->next);
 		if (direct && len % STO_DIRECT_ALIGN) {
 			if (len > STO_DIRECT_ALIGN)
 				len = GICE_ALIGN_DOWN(len, STO_DIRECT_ALIGN); /* the tail goes through the page cache */
@@ -207,12 +254,15 @@ static int feed(sto_engine_t *e)
 		uint32_t c = e->chunk_free;
 		sto_chunk_t *ch = &e->chunks[c];
 		e->chunk_free = ch->next;
-		*ch = (sto_chunk_t){.req = i, .next = STO_NONE, .off = o->next, .len = len, .direct = direct};
+		*ch = (sto_chunk_t){.req = i, .next = STO_NONE, .off = o->next, .len = len, .direct = direct, .fd = -1};
 		if (e->ops->queue(e, c) == GICE_ERR_AGAIN) {
 			ch->next = e->chunk_free;
 			e->chunk_free = c;
 			break;
 		}
+		ch->busy = 1;
+		if (!o->inflight) /* the watchdog counts from its first chunk in flight, not from a wait for room */
+			o->t_last = gice_now_ns();
 		o->next += len;
 		o->inflight++;
 		e->inflight++;
@@ -241,6 +291,18 @@ static void chunk_done(sto_engine_t *e, uint32_t c, int64_t res)
 	sto_op_t *o = &e->ops_tab[ch->req];
 	sto_file_t *f = &e->files[o->r.file];
 
+	o->t_last = gice_now_ns();
+	if (o->ctl == STO_CTL_QUEUED) {
+		if (!sto_ctl_done(e, c, res))
+			goto free_chunk;
+		/* its second step (the O_DIRECT open) on the same chunk */
+		while (e->ops->queue(e, c) == GICE_ERR_AGAIN) {
+			e->ops->submit(e); /* room comes as the kernel takes entries */
+			sched_yield();
+		}
+		e->ops->submit(e);
+		return;
+	}
 	e->inflight_cached -= !ch->direct; /* back below if requeued */
 	if (res < 0 && ch->direct && res == -EINVAL && o->status == GICE_OK) {
 		/* the file system refuses this O_DIRECT transfer: the page cache from now on */
@@ -263,7 +325,7 @@ static void chunk_done(sto_engine_t *e, uint32_t c, int64_t res)
 		ch->off += done;
 		ch->len -= done;
 		if (ch->direct && ((ch->len % STO_DIRECT_ALIGN) ||
-				   !direct_ok(e, f, o->r.dev_off + ch->off, o->r.file_off + ch->off)))
+				   !direct_ok(e, o, f, o->r.dev_off + ch->off, o->r.file_off + ch->off)))
 			ch->direct = 0;
 		requeue(e, c);
 		return;
@@ -281,7 +343,9 @@ static void chunk_done(sto_engine_t *e, uint32_t c, int64_t res)
 		if (ch->direct)
 			sto_stat_add(e, STO_ST_DIRECT_BYTES, (uint64_t)res);
 	}
+free_chunk:;
 	uint32_t ri = ch->req;
+	ch->busy = 0;
 	ch->next = e->chunk_free;
 	e->chunk_free = c;
 	e->inflight--;
@@ -300,7 +364,11 @@ static int take(sto_engine_t *e)
 		uint32_t i = e->op_free;
 		sto_op_t *o = &e->ops_tab[i];
 		e->op_free = o->link;
-		*o = (sto_op_t){.r = r, .link = STO_NONE, .active = 1};
+		*o = (sto_op_t){.r = r, .link = STO_NONE, .active = 1, .t_last = gice_now_ns(),
+				.ctl = r.dir >= STO_OPEN ? STO_CTL_TODO : STO_CTL_NONE};
+		sto_file_t *f = &e->files[r.file];
+		if (r.dir == STO_READ && e->direct && f->dfd >= 0 && !f->no_direct)
+			o->cached = (uint8_t)sto_file_range_cached(e, f, &r);
 		if (e->act_tail == STO_NONE)
 			e->act_head = i;
 		else
@@ -340,6 +408,17 @@ static void *sto_thread(void *arg)
 		if (atomic_load_explicit(&e->stop, memory_order_acquire) && !e->inflight && e->act_head == STO_NONE &&
 		    !ring_ready(e))
 			break;
+		int wait_ms = 1000;
+		if (e->inflight && e->attr.timeout_ns) {
+			/* the watchdog looks at least 4 times per timeout while anything is in flight */
+			uint64_t now = gice_now_ns(), every = e->attr.timeout_ns / 4;
+			if (now - e->watch_ns >= every) {
+				e->watch_ns = now;
+				if (sto_watch(e, now))
+					continue;
+			}
+			wait_ms = (int)GICE_MAX(GICE_MIN(every / 1000000, 1000ull), 1ull);
+		}
 		/* Sleep on the eventfd: producers write it when they see sleeping, and io_uring
 		 * writes it for every completion. seq_cst: pairs with sto_submit's push then load. */
 		atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst);
@@ -347,7 +426,7 @@ static void *sto_thread(void *arg)
 			struct pollfd p = {.fd = e->efd, .events = POLLIN};
 			uint64_t v;
 			/* a psync backend has its completions already: no wait with chunks in flight */
-			if (poll(&p, 1, e->inflight && e->ops == &sto_psync_ops ? 0 : 1000) > 0 &&
+			if (poll(&p, 1, e->inflight && e->ops == &sto_psync_ops ? 0 : wait_ms) > 0 &&
 			    read(e->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 				gice_error("storage", "device %u: eventfd read: %m", e->attr.gid);
 		}
@@ -362,9 +441,9 @@ const char *sto_backend_name(const sto_engine_t *e) { return e->ops->name; }
 
 static int read_params(sto_engine_t *e, const char **backend)
 {
-	uint64_t v[6];
+	uint64_t v[7];
 	const char *names[] = {"GICE_IO_QD", "GICE_IO_CHUNK", "GICE_IO_DIRECT", "GICE_IO_MAX_FILES",
-			       "GICE_IO_REGISTER_BUFFERS", "GICE_IO_CACHE_QD"};
+			       "GICE_IO_REGISTER_BUFFERS", "GICE_IO_CACHE_QD", "GICE_IO_CACHE_ASYNC"};
 	int rc;
 
 	for (size_t i = 0; i < GICE_ARRAY_SIZE(names); i++)
@@ -376,6 +455,7 @@ static int read_params(sto_engine_t *e, const char **backend)
 	e->max_files = (uint32_t)v[3];
 	e->reg_bufs = (int)v[4];
 	e->cache_qd = (uint32_t)v[5];
+	e->cache_async = (int)v[6];
 	*backend = gice_param_str(gice_param_find(sto_params, "GICE_IO_BACKEND"));
 	if (strcasecmp(*backend, "auto") && strcasecmp(*backend, "uring") && strcasecmp(*backend, "psync")) {
 		gice_error("config", "GICE_IO_BACKEND=\"%s\": expected auto, uring or psync", *backend);
@@ -506,12 +586,10 @@ void sto_destroy(sto_engine_t *e)
 
 void sto_stats(const sto_engine_t *e, sto_stats_t *st)
 {
-	uint64_t v[7];
+	uint64_t v[STO_ST_N];
 
-	for (int i = 0; i < 7; i++)
+	/* sto_stats_t is STO_ST_N uint64_t in the enum's order (static_assert in sto_internal.h) */
+	for (int i = 0; i < STO_ST_N; i++)
 		v[i] = atomic_load_explicit((_Atomic uint64_t *)&e->st[i], memory_order_relaxed);
-	*st = (sto_stats_t){.io_reads = v[STO_ST_READS], .io_writes = v[STO_ST_WRITES],
-			    .io_read_bytes = v[STO_ST_READ_BYTES], .io_write_bytes = v[STO_ST_WRITE_BYTES],
-			    .io_direct_bytes = v[STO_ST_DIRECT_BYTES], .io_failed = v[STO_ST_FAILED],
-			    .io_short = v[STO_ST_SHORT]};
+	memcpy(st, v, sizeof(v));
 }

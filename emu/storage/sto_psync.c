@@ -1,9 +1,12 @@
 /* sto_psync.c: the pread/pwrite backend of the storage engine (GICE_IO_BACKEND=psync, or auto
- * where io_uring cannot start, e.g. under a seccomp filter that forbids it). Each chunk runs to
- * its end on the storage thread as it is queued; reap hands the results back in order. */
+ * where io_uring cannot start, e.g. under a seccomp filter that forbids it). Each chunk (or
+ * open, or fsync) runs to its end on the storage thread as it is queued; reap hands the results
+ * back in order. It cannot cancel: a transfer that never ends holds the thread (and the
+ * watchdog, which runs on it). */
 #include "emu/storage/sto_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -68,8 +71,13 @@ static int psync_queue(sto_engine_t *e, uint32_t c)
 	if (p->n == e->qd)
 		return GICE_ERR_AGAIN;
 	do
-		n = r->dir == STO_READ ? pread(fd, addr, ch->len, (off_t)(r->file_off + ch->off))
-				       : pwrite(fd, addr, ch->len, (off_t)(r->file_off + ch->off));
+		if (r->dir == STO_OPEN)
+			n = open(e->files[r->file].path, sto_open_oflags(r->flags, ch->direct), 0644);
+		else if (r->dir == STO_SYNC)
+			n = (r->flags & STO_SYNC_DATA) ? fdatasync(p->fds[r->file][0]) : fsync(p->fds[r->file][0]);
+		else
+			n = r->dir == STO_READ ? pread(fd, addr, ch->len, (off_t)(r->file_off + ch->off))
+					       : pwrite(fd, addr, ch->len, (off_t)(r->file_off + ch->off));
 	while (n < 0 && errno == EINTR);
 	uint32_t at = (p->head + p->n++) % e->qd;
 	p->done[at] = c;

@@ -8,6 +8,7 @@
 #include "emu/storage/sto_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +102,15 @@ static int uring_queue(sto_engine_t *e, uint32_t c)
 
 	if (!sqe)
 		return GICE_ERR_AGAIN;
-	if (u->fixed_bufs && r->dir == STO_READ)
+	if (r->dir == STO_OPEN) {
+		/* a plain descriptor (not a direct one): sto_file_install registers it as open does */
+		io_uring_prep_openat(sqe, AT_FDCWD, e->files[r->file].path, sto_open_oflags(r->flags, ch->direct), 0644);
+		io_uring_sqe_set_data64(sqe, c);
+		return GICE_OK;
+	}
+	if (r->dir == STO_SYNC)
+		io_uring_prep_fsync(sqe, (int)(2 * r->file), (r->flags & STO_SYNC_DATA) ? IORING_FSYNC_DATASYNC : 0);
+	else if (u->fixed_bufs && r->dir == STO_READ)
 		io_uring_prep_read_fixed(sqe, slot, addr, len, r->file_off + ch->off, (int)(dev_off / STO_FIXED_BUF));
 	else if (u->fixed_bufs)
 		io_uring_prep_write_fixed(sqe, slot, addr, len, r->file_off + ch->off, (int)(dev_off / STO_FIXED_BUF));
@@ -110,8 +119,27 @@ static int uring_queue(sto_engine_t *e, uint32_t c)
 	else
 		io_uring_prep_write(sqe, slot, addr, len, r->file_off + ch->off);
 	sqe->flags |= IOSQE_FIXED_FILE;
+	/* a page-cache read straight to a worker: warm data is copied by several at once, not by
+	 * this thread inside io_uring_submit (cold data went to the workers anyway) */
+	if (!ch->direct && r->dir == STO_READ && e->cache_async)
+		sqe->flags |= IOSQE_ASYNC;
 	io_uring_sqe_set_data64(sqe, c);
 	return GICE_OK;
+}
+
+static void uring_cancel(sto_engine_t *e, uint32_t c)
+{
+	sto_uring_t *u = e->be;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	if (!sqe) {
+		io_uring_submit(&u->ring);
+		if (!(sqe = io_uring_get_sqe(&u->ring)))
+			return; /* the watchdog's next look */
+	}
+	io_uring_prep_cancel64(sqe, c, 0);
+	io_uring_sqe_set_data64(sqe, STO_CANCEL_TAG);
+	io_uring_submit(&u->ring);
 }
 
 static void uring_submit(sto_engine_t *e)
@@ -128,8 +156,13 @@ static int uring_reap(sto_engine_t *e, uint32_t *c, int64_t *res)
 	sto_uring_t *u = e->be;
 	struct io_uring_cqe *cqe;
 
-	if (io_uring_peek_cqe(&u->ring, &cqe) != 0)
-		return 0;
+	for (;;) {
+		if (io_uring_peek_cqe(&u->ring, &cqe) != 0)
+			return 0;
+		if (io_uring_cqe_get_data64(cqe) != STO_CANCEL_TAG)
+			break;
+		io_uring_cqe_seen(&u->ring, cqe); /* a cancel's own result: the chunk's comes apart */
+	}
 	*c = (uint32_t)io_uring_cqe_get_data64(cqe);
 	*res = cqe->res;
 	io_uring_cqe_seen(&u->ring, cqe);
@@ -142,6 +175,7 @@ const sto_backend_ops_t sto_uring_ops = {
 	.fini = uring_fini,
 	.files_set = uring_files_set,
 	.queue = uring_queue,
+	.cancel = uring_cancel,
 	.submit = uring_submit,
 	.reap = uring_reap,
 };

@@ -20,17 +20,30 @@
 
 typedef struct sto_engine sto_engine_t;
 
-enum sto_dir { STO_READ = 0, STO_WRITE = 1 };
+/* What a request does. Never renumbered (requests are plain data). */
+enum sto_dir {
+	STO_READ = 0,  /* file -> device memory */
+	STO_WRITE = 1, /* device memory -> file */
+	/* open the reserved file id (sto_file_reserve) by the NUL-terminated path at [dev_off,
+	 * +len) of device memory, with flags STO_F_*: openat through the backend */
+	STO_OPEN = 2,
+	STO_CLOSE = 3, /* close file id; it stays reserved (open it again with STO_OPEN) */
+	STO_SYNC = 4,  /* fsync the file (flags STO_SYNC_DATA: fdatasync) */
+};
+#define STO_DIRS 5
 
 /* One request: plain data. */
 typedef struct {
-	uint8_t dir;       /* enum sto_dir: read (file -> device) or write (device -> file) */
-	uint32_t file;     /* file id (sto_file_open) */
-	uint64_t dev_off;  /* device memory offset */
-	uint64_t len;      /* bytes */
+	uint8_t dir;       /* enum sto_dir */
+	uint32_t flags;    /* STO_OPEN: STO_F_*; STO_SYNC: STO_SYNC_*; else 0 */
+	uint32_t file;     /* file id (sto_file_open, sto_file_reserve) */
+	uint64_t dev_off;  /* device memory offset (STO_OPEN: of the path) */
+	uint64_t len;      /* bytes (STO_OPEN: the path's buffer, NUL included) */
 	uint64_t file_off; /* file offset */
 	uint64_t cookie[2]; /* the submitter's, handed back to done */
 } sto_req_t;
+
+enum { STO_SYNC_DATA = 1u << 0 }; /* fdatasync: data and the metadata needed to read it */
 
 /* Called on the storage thread once per request: status GICE_OK or the failure (the message,
  * naming file, offset, length and errno, is logged and kept: sto_file_error). */
@@ -47,6 +60,9 @@ typedef struct {
 	/* called on the storage thread whenever a chunk has moved (may be NULL): a long request
 	 * is progress, not a stall, to the device's waits */
 	void (*progress)(void *arg);
+	/* GICE_TIMEOUT_MS: a request with operations in flight and no progress this long is
+	 * reported and fails with GICE_ERR_TIMED_OUT (its operations are canceled); 0: never */
+	uint64_t timeout_ns;
 } sto_attr_t;
 
 /* Open flags */
@@ -73,24 +89,31 @@ const char *sto_backend_name(const sto_engine_t *e);
  * GICE_ERR_ACCESS (permission, read-only file system), GICE_ERR_OVERFLOW (GICE_IO_MAX_FILES
  * open), GICE_ERR_IO; the message names the path and errno. */
 int sto_file_open(sto_engine_t *e, const char *path, unsigned flags, uint32_t *id);
-/* GICE_ERR_BUSY while requests on it are outstanding, GICE_ERR_INVALID for a bad id. */
+/* Reserve a file id that STO_OPEN requests open later (at run time, asynchronously); it is
+ * released by sto_file_close. GICE_ERR_OVERFLOW (GICE_IO_MAX_FILES taken). */
+int sto_file_reserve(sto_engine_t *e, uint32_t *id);
+/* Close file id (open or only reserved) and release the id. GICE_ERR_BUSY while requests on it
+ * are outstanding, GICE_ERR_INVALID for an id not taken. */
 int sto_file_close(sto_engine_t *e, uint32_t id);
 /* The last failure of a request on file id (GICE_OK if none) and its message in buf (may be
  * NULL). */
 int sto_file_error(sto_engine_t *e, uint32_t id, char *buf, size_t len);
 
 /* Hand a request over (any thread; no lock, no allocation; a syscall only to wake the sleeping
- * storage thread). GICE_OK: done will be called. GICE_ERR_INVALID (bad file, range outside
- * device memory), GICE_ERR_CANCELED (shut down): done will not be called. */
+ * storage thread). GICE_OK: done will be called. GICE_ERR_INVALID (bad file: read, write and
+ * sync need it open, open and close need it taken; range outside device memory; unknown dir),
+ * GICE_ERR_CANCELED (shut down): done will not be called. */
 int sto_submit(sto_engine_t *e, const sto_req_t *r);
 
 /* STORAGE entries of GICE_STATS_LIST (api/gice_stats.h): the field of each. */
 typedef struct {
 	uint64_t io_reads, io_writes;         /* requests completed (either outcome) */
+	uint64_t io_opens, io_closes, io_syncs; /* ... of STO_OPEN, STO_CLOSE, STO_SYNC */
 	uint64_t io_read_bytes, io_write_bytes; /* bytes moved */
 	uint64_t io_direct_bytes;             /* ... of which with O_DIRECT */
 	uint64_t io_failed;                   /* requests that failed */
 	uint64_t io_short;                    /* short transfers continued */
+	uint64_t io_timeouts;                 /* requests failed by the storage watchdog */
 } sto_stats_t;
 void sto_stats(const sto_engine_t *e, sto_stats_t *st);
 

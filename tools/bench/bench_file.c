@@ -3,10 +3,15 @@
  * of the same file by this process in 1 MiB blocks (what `dd bs=1M` does) in the same run.
  *   file-read  --file PATH [--sizes ...]: per size (default: the whole file), rows
  *              gice-direct-cold (O_DIRECT), gice-cache-cold, gice-cache-warm (page cache),
- *              pread-cold, pread-warm (1 MiB preads into a host buffer). "cold": the file's
- *              pages are dropped first (posix_fadvise DONTNEED, no root needed).
+ *              gice-direct-warm (the O_DIRECT handle on the warm file: the storage engine
+ *              sees the range cached and copies it from the page cache),
+ *              pread-cold, pread-warm (1 MiB preads into a host buffer),
+ *              pread-warm-devmem (the same preads by this thread straight into the device
+ *              buffer gice reads into: the copy gice's warm read cannot avoid). "cold": the
+ *              file's pages are dropped first (posix_fadvise DONTNEED, no root needed).
  *   file-write --file PATH [--sizes ...] (default 256 MiB): gice-direct+fsync,
- *              gice-cache+fsync, pwrite+fsync (1 MiB pwrites then fsync: dd conv=fsync).
+ *              gice-cache+fsync (a file write, then a GICE_OP_FILE_SYNC), pwrite+fsync (1 MiB
+ *              pwrites then fsync: dd conv=fsync).
  * One row per run; p50_us = p99_us = the run's time, MBps = bytes / time. --iters runs each
  * (default 1). The file of file-write is overwritten. */
 #include <errno.h>
@@ -52,7 +57,10 @@ static uint64_t gice_op(gice_device_t *d, gice_op_type_t type, gice_file_t f, vo
 	return now_ns() - t0;
 }
 
-static uint64_t plain_read(const char *path, size_t bytes, uint8_t *host)
+/* 1 MiB preads of the file into host[0, 1 MiB) (what dd does: the buffer stays in the CPU
+ * cache), or, with stride, into host + offset (a destination as large as the file, as device
+ * memory is) */
+static uint64_t plain_read(const char *path, size_t bytes, uint8_t *host, int stride)
 {
 	int fd = open(path, O_RDONLY);
 	uint64_t t0 = now_ns();
@@ -62,7 +70,7 @@ static uint64_t plain_read(const char *path, size_t bytes, uint8_t *host)
 		exit(1);
 	}
 	for (size_t done = 0; done < bytes;) {
-		ssize_t n = pread(fd, host, GICE_BENCH_MIN(bytes - done, (size_t)MIB), (off_t)done);
+		ssize_t n = pread(fd, host + (stride ? done : 0), GICE_BENCH_MIN(bytes - done, (size_t)MIB), (off_t)done);
 		if (n <= 0) {
 			fprintf(stderr, "gice-bench: read %s at %zu: %s\n", path, done, n ? strerror(errno) : "end of file");
 			exit(1);
@@ -137,20 +145,20 @@ static int file_bench(int write)
 	unsigned wf = write ? GICE_FILE_WRITE | GICE_FILE_CREATE : GICE_FILE_READ;
 	CHECK(gice_file_open(d, opt.file, wf, &fd_direct));
 	CHECK(gice_file_open(d, opt.file, wf | GICE_FILE_NO_DIRECT, &fd_cache));
-	int sync_fd = write ? open(opt.file, O_WRONLY) : -1;
 	const char *bench = write ? "file-write" : "file-read";
 
 	for (int i = 0; i < n; i++) {
 		size_t s = sizes[i];
 		for (long it = 0; it < iters; it++) {
 			if (write) {
+				/* the fsync is gice's own operation (GICE_OP_FILE_SYNC), as a checkpoint's */
 				uint64_t t0 = now_ns();
 				gice_op(d, GICE_OP_FILE_WRITE, fd_direct, buf, s, c, &expect);
-				fsync(sync_fd);
+				gice_op(d, GICE_OP_FILE_SYNC, fd_direct, NULL, 0, c, &expect);
 				out(bench, "gice-direct+fsync", s, now_ns() - t0);
 				t0 = now_ns();
 				gice_op(d, GICE_OP_FILE_WRITE, fd_cache, buf, s, c, &expect);
-				fsync(sync_fd);
+				gice_op(d, GICE_OP_FILE_SYNC, fd_cache, NULL, 0, c, &expect);
 				out(bench, "gice-cache+fsync", s, now_ns() - t0);
 				out(bench, "pwrite+fsync", s, plain_write(opt.file, s, host));
 				continue;
@@ -160,13 +168,13 @@ static int file_bench(int write)
 			drop_cache(opt.file);
 			out(bench, "gice-cache-cold", s, gice_op(d, GICE_OP_FILE_READ, fd_cache, buf, s, c, &expect));
 			out(bench, "gice-cache-warm", s, gice_op(d, GICE_OP_FILE_READ, fd_cache, buf, s, c, &expect));
+			out(bench, "gice-direct-warm", s, gice_op(d, GICE_OP_FILE_READ, fd_direct, buf, s, c, &expect));
 			drop_cache(opt.file);
-			out(bench, "pread-cold", s, plain_read(opt.file, s, host));
-			out(bench, "pread-warm", s, plain_read(opt.file, s, host));
+			out(bench, "pread-cold", s, plain_read(opt.file, s, host, 0));
+			out(bench, "pread-warm", s, plain_read(opt.file, s, host, 0));
+			out(bench, "pread-warm-devmem", s, plain_read(opt.file, s, buf, 1));
 		}
 	}
-	if (sync_fd >= 0)
-		close(sync_fd);
 	CHECK(gice_file_close(d, fd_direct));
 	CHECK(gice_file_close(d, fd_cache));
 	CHECK(gice_device_close(d));
