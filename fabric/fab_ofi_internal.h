@@ -62,9 +62,11 @@ typedef struct {
 
 	int wait_fd; /* of the cq (FI_WAIT_FD), or -1 */
 
-	/* remote reads: the registered region, read contexts, completed reads waiting for poll */
+	/* remote reads: the region reads land in (local access only), read contexts, completed
+	 * reads waiting for poll */
 	struct fid_mr *rma_mr;
 	void *rma_base, *rma_desc;
+	size_t rma_len;
 	struct ofi_read {
 		struct fi_context2 ctx; /* first: op_context points here */
 		void *user;
