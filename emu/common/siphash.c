@@ -6,16 +6,6 @@
 #include <endian.h>
 #include <string.h>
 
-#define ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
-
-#define SIPROUND(v0, v1, v2, v3)                                                          \
-	do {                                                                              \
-		v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                 \
-		v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                    \
-		v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                    \
-		v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                 \
-	} while (0)
-
 /* SipHash with c compression and d finalization rounds (constants: inlined and unrolled). */
 static inline uint64_t siphash_cd(const gice_sipkey_t *key, const void *buf, size_t len, int c, int d)
 {
@@ -30,18 +20,18 @@ static inline uint64_t siphash_cd(const gice_sipkey_t *key, const void *buf, siz
 		m = le64toh(m);
 		v3 ^= m;
 		for (int r = 0; r < c; r++)
-			SIPROUND(v0, v1, v2, v3);
+			GICE_SIPROUND(v0, v1, v2, v3);
 		v0 ^= m;
 	}
 	for (size_t i = 0; i < (len & 7); i++)
 		b |= (uint64_t)p[i] << (8 * i);
 	v3 ^= b;
 	for (int r = 0; r < c; r++)
-		SIPROUND(v0, v1, v2, v3);
+		GICE_SIPROUND(v0, v1, v2, v3);
 	v0 ^= b;
 	v2 ^= 0xff;
 	for (int r = 0; r < d; r++)
-		SIPROUND(v0, v1, v2, v3);
+		GICE_SIPROUND(v0, v1, v2, v3);
 	return v0 ^ v1 ^ v2 ^ v3;
 }
 

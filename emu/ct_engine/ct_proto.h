@@ -12,7 +12,8 @@
 #define CT_PROTO_MAGIC 0x45434947u /* "GICE" little-endian */
 #define CT_PROTO_VERSION 4 /* 2: piggybacked acks, bundles, rendezvous gets (GET_RNDV, GET_GO);
 			     * 3: the job's MAC (mac), csum and ack moved to make room;
-			     * 4: PUT_RTS and GET_GO carry a read grant (CT_GRANT_BYTES payload) */
+			     * 4: PUT_RTS and GET_GO carry a read grant (CT_GRANT_BYTES payload),
+			     *    mac is SipHash-1-3 */
 #define CT_HDR_BYTES 96
 #define CT_MAX_PAYLOAD (1u << 20) /* largest MTU accepted */
 #define CT_MTU_MIN 256 /* smallest packet size a device uses (GICE_MTU, connections) */
@@ -80,7 +81,7 @@ typedef struct {
 	uint32_t csum;        /* 80 CRC32C of header and payload when enabled; else zero */
 	uint32_t ack;         /* 84 with CT_HF_ACK: every psn below it received from the
 			       *    receiver (a cumulative ACK riding on this packet); else zero */
-	uint64_t mac;         /* 88 SipHash-2-4 under the job's key of bytes [0, 88) with csum
+	uint64_t mac;         /* 88 SipHash-1-3 under the job's key of bytes [0, 88) with csum
 			       *    taken as zero (ct_proto_mac); zero when GICE_CT_AUTH=0 */
 } ct_hdr_t;
 
@@ -109,7 +110,7 @@ const char *ct_pkt_name(unsigned op);
 uint32_t ct_proto_csum(const void *hdr, const void *payload, size_t plen);
 /* Check the csum of an encoded packet of len bytes that carries CT_HF_CSUM: 1 if it matches. */
 int ct_proto_csum_ok(const void *buf, size_t len);
-/* The MAC of an encoded header under key: SipHash-2-4 of its first CT_HDR_MAC_OFF bytes, the
+/* The MAC of an encoded header under key: SipHash-1-3 of its first CT_HDR_MAC_OFF bytes, the
  * csum field taken as zero (so a checksum can be added after the MAC, and checked first). */
 uint64_t ct_proto_mac(const void *hdr, const uint64_t key[2]);
 /* The MAC key of a job from its secret (the bootstrap's): two SipHash outputs under the secret, so
