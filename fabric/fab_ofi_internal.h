@@ -126,10 +126,12 @@ int ofi_open(const fab_attr_t *attr, fab_ep_t **out);
 void ofi_close(fab_ep_t *ep);
 
 /* Indexes in fab_params (fabric.c). */
-enum { P_PROVIDER, P_IFACE, P_TX_DEPTH, P_RX_DEPTH };
+enum { P_PROVIDER, P_IFACE, P_TX_DEPTH, P_RX_DEPTH, P_RXM_MSG_RX };
 
 /* fab_addr.c: copy GICE_FAB_IFACE into the socket providers' unset interface variables. */
 void fab_ofi_bind_iface(void);
+/* Copy GICE_FAB_RXM_MSG_RX into FI_OFI_RXM_MSG_RX_SIZE when that is unset (fab_addr.c). */
+int fab_ofi_bound_rxm(void);
 
 /* fab_shm.c: remove the shm regions a dead process left under our pid. */
 void fab_ofi_sweep_stale_shm(void);
