@@ -443,10 +443,29 @@ int gice_mem_register(gice_device_t *d, void *ptr, size_t len, uint64_t *key)
 		gice_error("api", "gice_mem_register(%p, %zu): not in device %u memory", ptr, len, d->gid);
 		return GICE_ERR_INVALID;
 	}
-	return hbm_register(d->hbm, off, len, key);
+	uint64_t k;
+	int rc = hbm_register(d->hbm, off, len, &k);
+	if (rc)
+		return rc;
+	/* its own provider registration for peers' rendezvous reads: nothing else of the device's
+	 * memory is readable over the provider */
+	if ((rc = ct_engine_expose(d->ct, k, off, len))) {
+		hbm_deregister(d->hbm, k);
+		return rc;
+	}
+	*key = k;
+	return GICE_OK;
 }
 
-int gice_mem_deregister(gice_device_t *d, uint64_t key) { return hbm_deregister(d->hbm, key); }
+int gice_mem_deregister(gice_device_t *d, uint64_t key)
+{
+	int rc = hbm_deregister(d->hbm, key);
+
+	/* revoked after the key stops translating: from now on no peer reads it either */
+	if (!rc)
+		ct_engine_revoke(d->ct, key);
+	return rc;
+}
 
 int gice_mem_offset(gice_device_t *d, const void *ptr, uint64_t *offset)
 {

@@ -107,9 +107,12 @@ int gice_mem_alloc(gice_device_t *dev, size_t size, void **ptr);
 int gice_mem_free(gice_device_t *dev, void *ptr);
 /* Register [ptr, ptr+len) of one allocation for remote access and as a local source/target of
  * operations; returns a random 64-bit key that peers use to address it (offsets count from ptr).
- * GICE_ERR_INVALID outside an allocation, GICE_ERR_OVERFLOW when the table is full. */
+ * When the provider offers remote reads, the region is also its own provider registration that
+ * peers' rendezvous reads are bounded by (docs/protocol.md, "Read grants").
+ * GICE_ERR_INVALID outside an allocation, GICE_ERR_OVERFLOW when the table is full; the
+ * provider's refusal of the registration (GICE_ERR_FABRIC, GICE_ERR_NO_MEMORY) registers nothing. */
 int gice_mem_register(gice_device_t *dev, void *ptr, size_t len, uint64_t *key);
-/* GICE_ERR_BAD_KEY when key is not registered on dev. */
+/* GICE_ERR_BAD_KEY when key is not registered on dev. Peers' reads of the region fail from then on. */
 int gice_mem_deregister(gice_device_t *dev, uint64_t key);
 /* Device offset of ptr (what a peer passes to gice_peer_ptr). GICE_ERR_INVALID outside dev's
  * memory. */

@@ -31,6 +31,26 @@ void fab_ofi_bind_iface(void)
 	}
 }
 
+/* tcp;ofi_rxm (libfabric 1.17) copies each message it reads from a connection into one of
+ * FI_OFI_RXM_MSG_RX_SIZE posted buffers of 16 KiB and keeps those no receive is posted for (its
+ * unexpected messages) in buffers it allocates without limit: a flood of small packets while the
+ * CT falls behind took a device from 0.1 to 2.5-5 GB with the default of 128. With at most 8
+ * the same 300,000-packet flood usually adds ~45-75 MB, but not always (docs/protocol.md,
+ * "Floods": the provider "net" is the bounded choice). Read when libfabric initializes rxm:
+ * before the first fi_getinfo. */
+int fab_ofi_bound_rxm(void)
+{
+	uint64_t n;
+	char v[24];
+	int rc = gice_param_u64(&fab_params[P_RXM_MSG_RX], &n);
+
+	if (rc || !n || getenv("FI_OFI_RXM_MSG_RX_SIZE"))
+		return rc;
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)n);
+	setenv("FI_OFI_RXM_MSG_RX_SIZE", v, 1);
+	return GICE_OK;
+}
+
 /* Index in ofi_iface_vars of the variable that picks the interface of provider's core (the name
  * before any ';' layer: "tcp;ofi_rxm" is tcp), or -1 for a provider whose addresses are not
  * sockaddrs. */

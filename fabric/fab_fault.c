@@ -295,10 +295,14 @@ static void ff_release(fab_ep_t *ep, void *buf) { fab_release(ff_ep(ep)->inner, 
 
 static int ff_wait_fd(fab_ep_t *ep) { return fab_wait_fd(ff_ep(ep)->inner); }
 
-static int ff_mr_reg(fab_ep_t *ep, void *base, size_t len, fab_mr_info_t *out)
+static int ff_mr_reg(fab_ep_t *ep, void *base, size_t len) { return fab_mr_reg(ff_ep(ep)->inner, base, len); }
+
+static int ff_mr_expose(fab_ep_t *ep, uint64_t off, size_t len, fab_mr_t **mr, fab_mr_info_t *info)
 {
-	return fab_mr_reg(ff_ep(ep)->inner, base, len, out);
+	return fab_mr_expose(ff_ep(ep)->inner, off, len, mr, info);
 }
+
+static void ff_mr_revoke(fab_ep_t *ep, fab_mr_t *mr) { fab_mr_revoke(ff_ep(ep)->inner, mr); }
 
 static int ff_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len, const fab_mr_info_t *remote,
 		   uint64_t remote_off, void *ctx)
@@ -340,6 +344,8 @@ const fab_ops_t fab_fault_ops = {
 	.wait_fd = ff_wait_fd,
 	.trywait = ff_trywait,
 	.mr_reg = ff_mr_reg,
+	.mr_expose = ff_mr_expose,
+	.mr_revoke = ff_mr_revoke,
 	.read = ff_read,
 	.forget = ff_forget,
 };

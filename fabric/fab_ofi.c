@@ -348,27 +348,65 @@ static int ofi_trywait(fab_ep_t *ep)
 	return ofi_status(rc);
 }
 
-static int ofi_mr_reg(fab_ep_t *ep, void *base, size_t len, fab_mr_info_t *out)
+/* The key of a new registration: the provider's (FI_MR_PROV_KEY), else ours to choose, a random
+ * one, so that no endpoint outside the job reads a region by guessing its key. */
+static uint64_t ofi_mr_requested_key(const ofi_ep_t *e)
+{
+	return (e->info->domain_attr->mr_mode & FI_MR_PROV_KEY) ? 0 : gice_random_u64() >> 1;
+}
+
+static int ofi_mr_reg(fab_ep_t *ep, void *base, size_t len)
 {
 	ofi_ep_t *e = ofi_ep(ep);
-	uint64_t mode = e->info->domain_attr->mr_mode;
 	int ret;
 
 	if (!ep->rma || e->rma_mr)
 		return ep->rma ? GICE_ERR_BUSY : GICE_ERR_UNSUPPORTED;
-	/* without FI_MR_PROV_KEY the key is ours to choose: a random one */
-	ret = fi_mr_reg(e->domain, base, len, FI_READ | FI_REMOTE_READ, 0,
-			(mode & FI_MR_PROV_KEY) ? 0 : gice_random_u64() >> 1, 0, &e->rma_mr, NULL);
+	/* local access only: what peers may read is exposed region by region (ofi_mr_expose) */
+	ret = fi_mr_reg(e->domain, base, len, FI_READ, 0, ofi_mr_requested_key(e), 0, &e->rma_mr, NULL);
 	if (ret) {
 		gice_error("fab", "fi_mr_reg of %zu bytes of device memory on %s failed: %s", len, ep->provider,
 			   fi_strerror(-ret));
 		return ofi_status(ret);
 	}
 	e->rma_base = base;
+	e->rma_len = len;
 	e->rma_desc = fi_mr_desc(e->rma_mr);
-	out->key = fi_mr_key(e->rma_mr);
-	out->addr = (mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)base : 0;
 	return GICE_OK;
+}
+
+static int ofi_mr_expose(fab_ep_t *ep, uint64_t off, size_t len, fab_mr_t **mr, fab_mr_info_t *info)
+{
+	ofi_ep_t *e = ofi_ep(ep);
+	struct fid_mr *m;
+	int ret;
+
+	if (!e->rma_mr)
+		return GICE_ERR_UNSUPPORTED;
+	if (off > e->rma_len || len > e->rma_len - off || !len) {
+		gice_error("fab", "exposing [%llu, +%zu) of %zu bytes of device memory: out of bounds",
+			   (unsigned long long)off, len, e->rma_len);
+		return GICE_ERR_OUT_OF_BOUNDS;
+	}
+	void *base = (char *)e->rma_base + off;
+	ret = fi_mr_reg(e->domain, base, len, FI_REMOTE_READ, 0, ofi_mr_requested_key(e), 0, &m, NULL);
+	if (ret) {
+		gice_error("fab", "fi_mr_reg of a region of %zu bytes at device offset %llu on %s failed: %s", len,
+			   (unsigned long long)off, ep->provider, fi_strerror(-ret));
+		return ofi_status(ret);
+	}
+	info->key = fi_mr_key(m);
+	info->addr = (e->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)base : 0;
+	*mr = (fab_mr_t *)m;
+	return GICE_OK;
+}
+
+static void ofi_mr_revoke(fab_ep_t *ep, fab_mr_t *mr)
+{
+	int ret = fi_close(&((struct fid_mr *)mr)->fid);
+
+	if (ret)
+		gice_error("fab", "fi_close of an exposed region on %s failed: %s", ep->provider, fi_strerror(-ret));
 }
 
 static int ofi_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len, const fab_mr_info_t *remote,
@@ -414,5 +452,7 @@ const fab_ops_t fab_ofi_ops = {
 	.wait_fd = ofi_wait_fd,
 	.trywait = ofi_trywait,
 	.mr_reg = ofi_mr_reg,
+	.mr_expose = ofi_mr_expose,
+	.mr_revoke = ofi_mr_revoke,
 	.read = ofi_read,
 };

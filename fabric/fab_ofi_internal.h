@@ -62,9 +62,11 @@ typedef struct {
 
 	int wait_fd; /* of the cq (FI_WAIT_FD), or -1 */
 
-	/* remote reads: the registered region, read contexts, completed reads waiting for poll */
+	/* remote reads: the region reads land in (local access only), read contexts, completed
+	 * reads waiting for poll */
 	struct fid_mr *rma_mr;
 	void *rma_base, *rma_desc;
+	size_t rma_len;
 	struct ofi_read {
 		struct fi_context2 ctx; /* first: op_context points here */
 		void *user;
@@ -124,10 +126,12 @@ int ofi_open(const fab_attr_t *attr, fab_ep_t **out);
 void ofi_close(fab_ep_t *ep);
 
 /* Indexes in fab_params (fabric.c). */
-enum { P_PROVIDER, P_IFACE, P_TX_DEPTH, P_RX_DEPTH };
+enum { P_PROVIDER, P_IFACE, P_TX_DEPTH, P_RX_DEPTH, P_RXM_MSG_RX };
 
 /* fab_addr.c: copy GICE_FAB_IFACE into the socket providers' unset interface variables. */
 void fab_ofi_bind_iface(void);
+/* Copy GICE_FAB_RXM_MSG_RX into FI_OFI_RXM_MSG_RX_SIZE when that is unset (fab_addr.c). */
+int fab_ofi_bound_rxm(void);
 
 /* fab_shm.c: remove the shm regions a dead process left under our pid. */
 void fab_ofi_sweep_stale_shm(void);

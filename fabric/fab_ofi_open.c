@@ -202,6 +202,8 @@ int ofi_open(const fab_attr_t *attr, fab_ep_t **out)
 	}
 	pthread_mutex_unlock(&ofi_sweep_lock);
 	fab_ofi_bind_iface();
+	if ((rc = fab_ofi_bound_rxm()))
+		return rc;
 	int rma = !dgram;
 	if (dgram) {
 		/* raw datagrams: no order, no reads, no reliability to ask for */

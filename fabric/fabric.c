@@ -19,6 +19,12 @@ const gice_param_t fab_params[] = {
 	 GICE_PARAM_STR, 0, 0},
 	{"GICE_FAB_TX_DEPTH", "256", "send buffers per endpoint (packets in flight)", GICE_PARAM_U64, 1, 65536},
 	{"GICE_FAB_RX_DEPTH", "256", "receive buffers posted per endpoint", GICE_PARAM_U64, 1, 65536},
+	{"GICE_FAB_RXM_MSG_RX", "8",
+	 "receive buffers tcp;ofi_rxm posts per connection: copied into FI_OFI_RXM_MSG_RX_SIZE when that "
+	 "is unset, before libfabric first reads it; with libfabric 1.17's default (128) a flood of "
+	 "small packets makes rxm buffer 16 KiB per packet without limit, with 8 usually not "
+	 "(docs/protocol.md, \"Floods\"; provider net is bounded); 0: leave libfabric's default",
+	 GICE_PARAM_U64, 0, 65536},
 	{"GICE_FAULTS", "",
 	 "faults to inject (docs/faults.md); empty: none. Groups separated by ';', items by ','. Per "
 	 "packet sent: drop=P dup=P reorder=P corrupt=P (P in [0,1]), delay_us=N, latency=DUR, "

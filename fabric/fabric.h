@@ -40,11 +40,13 @@ typedef struct {
 
 enum { FAB_EV_RX = 1, FAB_EV_ERR = 2, FAB_EV_READ = 3 };
 
-/* What a peer needs to read a region registered with mr_reg: the key and the base the remote
- * address is counted from (the region's virtual address on FI_MR_VIRT_ADDR providers, else 0). */
+/* What a peer needs to read a region exposed with mr_expose (a read grant): the provider's key
+ * of that registration and the base the remote address is counted from (the region's virtual
+ * address on FI_MR_VIRT_ADDR providers, else 0: the offset in the region). */
 typedef struct {
 	uint64_t key, addr;
 } fab_mr_info_t;
+typedef struct fab_mr fab_mr_t; /* one exposed region (mr_expose) */
 
 typedef struct {
 	int type;        /* FAB_EV_RX: a packet in buf/len; FAB_EV_ERR: a failed send or receive */
@@ -80,11 +82,16 @@ typedef struct {
 	int (*wait_fd)(fab_ep_t *ep);
 	int (*trywait)(fab_ep_t *ep);
 	/* Remote reads (ep->rma set when the provider offers them). mr_reg registers the one region
-	 * (device memory) that peers may read and this endpoint reads into: GICE_ERR_UNSUPPORTED
-	 * without RMA. read copies len bytes at remote_off of the peer's region into local_off of
-	 * ours; completion is a FAB_EV_READ event carrying ctx. GICE_ERR_AGAIN when
-	 * FAB_READS_MAX reads are in flight. */
-	int (*mr_reg)(fab_ep_t *ep, void *base, size_t len, fab_mr_info_t *out);
+	 * (device memory) this endpoint reads into, for local access only (FI_READ: no peer can
+	 * read or write through it); GICE_ERR_UNSUPPORTED without RMA, GICE_ERR_BUSY the second
+	 * time. mr_expose registers [off, off+len) of that region as its own provider region that
+	 * peers may read (FI_REMOTE_READ) with the key in *info, nothing outside it; mr_revoke
+	 * closes it: reads with its key fail at this provider from then on. read copies len bytes
+	 * at remote_off of the peer's exposed region remote into local_off of ours; completion is
+	 * a FAB_EV_READ event carrying ctx. GICE_ERR_AGAIN when FAB_READS_MAX reads are in flight. */
+	int (*mr_reg)(fab_ep_t *ep, void *base, size_t len);
+	int (*mr_expose)(fab_ep_t *ep, uint64_t off, size_t len, fab_mr_t **mr, fab_mr_info_t *info);
+	void (*mr_revoke)(fab_ep_t *ep, fab_mr_t *mr);
 	int (*read)(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len, const fab_mr_info_t *remote,
 		    uint64_t remote_off, void *ctx);
 	/* dest has closed: drop whatever the endpoint still holds for it (NULL: it holds nothing) */
@@ -144,10 +151,12 @@ static inline void fab_forget(fab_ep_t *ep, fab_addr_t dest)
 	if (ep->ops->forget)
 		ep->ops->forget(ep, dest);
 }
-static inline int fab_mr_reg(fab_ep_t *ep, void *base, size_t len, fab_mr_info_t *out)
+static inline int fab_mr_reg(fab_ep_t *ep, void *base, size_t len) { return ep->ops->mr_reg(ep, base, len); }
+static inline int fab_mr_expose(fab_ep_t *ep, uint64_t off, size_t len, fab_mr_t **mr, fab_mr_info_t *info)
 {
-	return ep->ops->mr_reg(ep, base, len, out);
+	return ep->ops->mr_expose(ep, off, len, mr, info);
 }
+static inline void fab_mr_revoke(fab_ep_t *ep, fab_mr_t *mr) { ep->ops->mr_revoke(ep, mr); }
 static inline int fab_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len,
 			   const fab_mr_info_t *remote, uint64_t remote_off, void *ctx)
 {

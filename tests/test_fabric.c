@@ -439,8 +439,9 @@ START_TEST(test_params_documented)
 		ck_assert_msg(p->help && *p->help, "%s has no help text", p->name);
 		ck_assert_msg(!strncmp(p->name, "GICE_", 5), "%s", p->name);
 	}
-	ck_assert_int_eq(n, 6);
+	ck_assert_int_eq(n, 7);
 	ck_assert_ptr_nonnull(gice_param_find(fab_params, "GICE_FAB_IFACE"));
+	ck_assert_ptr_nonnull(gice_param_find(fab_params, "GICE_FAB_RXM_MSG_RX"));
 	ck_assert_ptr_nonnull(gice_param_find(fab_params, "GICE_FAULT_SCRIPT"));
 }
 END_TEST

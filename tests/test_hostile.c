@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "api/api_internal.h"
+#include "emu/ct_engine/ct_internal.h"
 #include "emu/ct_engine/ct_proto.h"
 #include "fabric/bootstrap.h"
 #include "fabric/fabric.h"
@@ -77,11 +78,13 @@ static void close_all(void)
 static void setup_shm(void) { provider = "shm"; open_all(); }
 static void setup_tcp(void) { provider = "tcp"; open_all(); }
 static void setup_udp(void) { provider = "udp"; open_all(); } /* raw datagrams */
+static void setup_net(void) { provider = "net"; open_all(); } /* 1.17's native RDM over TCP */
 
 /* As a member of the job: no MAC, no sender binding. */
 static void setup_member_shm(void) { setenv("GICE_CT_AUTH", "0", 1); setup_shm(); }
 static void setup_member_tcp(void) { setenv("GICE_CT_AUTH", "0", 1); setup_tcp(); }
 static void setup_member_udp(void) { setenv("GICE_CT_AUTH", "0", 1); setup_udp(); }
+static void setup_member_net(void) { setenv("GICE_CT_AUTH", "0", 1); setup_net(); }
 static void teardown_member(void) { close_all(); unsetenv("GICE_CT_AUTH"); }
 
 static void nap_ms(long ms)
@@ -229,19 +232,22 @@ static long rss_kib(void)
 	return kib;
 }
 
-/* Packets without the job's MAC as fast as the hostile endpoint can send them: each is dropped
- * and counted, nothing lands, the device keeps working; the resident set is printed. Over shm and
- * raw udp (whose full socket buffers drop some: those that arrive are counted) 300,000 of them;
- * over tcp 30,000: tcp;ofi_rxm (libfabric 1.17) copies every message it reads
- * from a socket into a buffer of FI_OFI_RXM_BUFFER_SIZE bytes (16 KiB) and keeps those no
- * receive is posted for, without limit, while the CT falls behind a sender on the same 2 cores
- * (300,000 took this process from 0.25 to 4 GB; GICE_HOSTILE_FLOOD=N sets the count). */
+/* Packets without the job's MAC as fast as the hostile endpoint can send them, 300,000 of them
+ * (GICE_HOSTILE_FLOOD=N sets the count): each is dropped and counted (over raw udp, whose full
+ * socket buffers drop some, those that arrive), nothing lands, the device keeps working, and the
+ * resident set of this process (the device, its peer and the hostile endpoint) grows by less
+ * than FLOOD_RSS_BOUND_KIB (docs/protocol.md, "Floods") — over shm, raw udp and net (libfabric
+ * 1.17's native RDM over TCP, which reads a connection only as fast as it is drained). Not over
+ * tcp;ofi_rxm, which buffers what it reads without limit: with GICE_FAB_RXM_MSG_RX's cap the
+ * flood usually adds ~75 MB, but about one run in eight still reaches 5 GB; there the growth is
+ * printed only. */
+#define FLOOD_RSS_BOUND_KIB (512L * 1024)
 START_TEST(a_flood_of_foreign_packets_is_dropped_and_counted)
 {
 	long before = rss_kib(), peak = before;
 	uint64_t base = stats().rx_auth_bad;
 	const char *v = getenv("GICE_HOSTILE_FLOOD");
-	const uint64_t n = v ? strtoull(v, NULL, 0) : !strcmp(provider, "tcp") ? 30000 : 300000;
+	const uint64_t n = v ? strtoull(v, NULL, 0) : 300000;
 
 	for (uint64_t i = 0; i < n; i++) {
 		h_put(gice_device_id(d2), NULL);
@@ -270,6 +276,8 @@ START_TEST(a_flood_of_foreign_packets_is_dropped_and_counted)
 	peak = after > peak ? after : peak;
 	fprintf(stderr, "flood over %s: %llu packets, %llu arrived and dropped; RSS %ld KiB before, %ld peak, %ld after\n",
 		provider, (unsigned long long)n, (unsigned long long)got, before, peak, after);
+	ck_assert_msg(!strcmp(provider, "tcp") || peak - before < FLOOD_RSS_BOUND_KIB, "a flood of %llu packets over %s grew RSS by %ld KiB (bound %ld)",
+		      (unsigned long long)n, provider, peak - before, FLOOD_RSS_BOUND_KIB);
 	arena_unchanged();
 	own_traffic_completes();
 }
@@ -381,16 +389,132 @@ START_TEST(rendezvous_announcements_never_read_the_devices_own_memory)
 	ct_hdr_t hd = {.op = CT_PKT_PUT_RTS, .flags = CT_HF_FIRST | CT_HF_LAST, .src_gid = gice_device_id(d),
 		       .rkey = rkey, .roff = 0, .msg_len = 4096, .aux = 0};
 
+	uint8_t grant[CT_GRANT_BYTES];
+
 	/* "I am you: read your bytes at offset 0 (never registered) into your region" */
 	psn = 0; /* d's first packet from itself: as if its own */
 	hd.psn = psn++;
 	hd.msg_id = msg_id++;
-	h_send(hd, NULL, NULL, 0);
+	ct_proto_grant_build(0, 0, grant);
+	h_send(hd, NULL, grant, sizeof(grant));
 	WAIT_STAT(nacks_sent, nacks + 1);
 	arena_unchanged();
 	own_traffic_completes();
 }
 END_TEST
+
+/* ---- reads over the provider (GICE_PLANE=net's rendezvous): only what a grant names ---- */
+
+/* The grant (provider key and base) of d's region registered under gice key k: what d puts in
+ * its PUT_RTS and GET_GO for bytes of that region. */
+static fab_mr_info_t grant_of(uint64_t k)
+{
+	for (uint32_t i = 0; i < d->ct->n_grants; i++)
+		if (d->ct->grants[i].key == k)
+			return d->ct->grants[i].info;
+	ck_abort_msg("no grant for key 0x%llx", (unsigned long long)k);
+	return (fab_mr_info_t){0, 0};
+}
+
+#define POISON 0xee
+
+/* An fi_read of len bytes at offset off of grant g of d's, by a bare endpoint of the provider
+ * opened for it (tcp;ofi_rxm drops a reader's connection once one of its reads failed), into
+ * buf, which starts poisoned. The read's status. */
+static int h_read(fab_mr_info_t g, uint64_t off, size_t len, uint8_t *buf)
+{
+	fab_attr_t fa = {.provider = provider, .max_packet = 16384};
+	fab_ep_t *r;
+	fab_addr_t a;
+	fab_event_t ev[8];
+	int rc, ctx, status = 1;
+
+	memset(buf, POISON, len);
+	ck_assert_int_eq(fab_open(&fa, &r), GICE_OK);
+	ck_assert_int_eq(r->rma, 1);
+	ck_assert_int_eq(fab_mr_reg(r, buf, len), GICE_OK);
+	ck_assert_int_eq(fab_insert(r, d->addr, d->addr_len, &a), GICE_OK);
+	for (uint64_t ms = 0; (rc = fab_read(r, a, 0, len, &g, off, &ctx)) == GICE_ERR_AGAIN &&
+			      ms < test_scaled(10000); ms++)
+		nap_ms(1);
+	ck_assert_int_eq(rc, GICE_OK);
+	for (uint64_t ms = 0; status == 1 && ms < test_scaled(20000); ms++) {
+		int n = fab_poll(r, ev, 8);
+		for (int i = 0; i < n; i++) {
+			if (ev[i].type == FAB_EV_RX)
+				fab_release(r, ev[i].buf);
+			else if (ev[i].type == FAB_EV_READ && ev[i].ctx == &ctx)
+				status = ev[i].status;
+		}
+		if (status == 1)
+			nap_ms(1);
+	}
+	fab_close(r);
+	ck_assert_msg(status != 1, "the read never completed");
+	return status;
+}
+
+/* No byte of buf (len) came from anywhere: it is still poisoned. */
+static void nothing_read(const uint8_t *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != POISON)
+			ck_abort_msg("byte %zu of a failed read arrived: 0x%02x", i, buf[i]);
+}
+
+/* Each registered region is its own provider registration: a read with its key reaches its
+ * bytes and nothing beyond them (the target's provider refuses the read, and tcp;ofi_rxm ends
+ * it with FI_ECANCELED: GICE_ERR_CANCELED); a deregistered region's key reads nothing; a key
+ * that was never given out reads nothing. The device keeps working. */
+START_TEST(reads_reach_registered_regions_only)
+{
+	static uint8_t buf[2 * REGION];
+	fab_mr_info_t g = grant_of(rkey);
+	void *p;
+	uint64_t k2;
+
+	/* the grant works: the region's bytes, all of them */
+	ck_assert_int_eq(h_read(g, 0, REGION, buf), GICE_OK);
+	for (size_t i = 0; i < REGION; i++)
+		ck_assert_uint_eq(buf[i], region[i]);
+	/* one byte past its end, the bytes after it, the arena before it */
+	ck_assert_int_eq(h_read(g, REGION - 8, 16, buf), GICE_ERR_CANCELED);
+	nothing_read(buf, 16);
+	ck_assert_int_eq(h_read(g, REGION, REGION, buf), GICE_ERR_CANCELED);
+	nothing_read(buf, REGION);
+	ck_assert_int_eq(h_read(g, (uint64_t)-4096, 4096, buf), GICE_ERR_CANCELED);
+	nothing_read(buf, 4096);
+	/* a revoked key: registered, read once, deregistered */
+	ck_assert_int_eq(gice_mem_alloc(d, REGION, &p), GICE_OK);
+	memset(p, 0x77, REGION);
+	ck_assert_int_eq(gice_mem_register(d, p, REGION, &k2), GICE_OK);
+	fab_mr_info_t g2 = grant_of(k2);
+	ck_assert_int_eq(h_read(g2, 0, 64, buf), GICE_OK);
+	ck_assert_uint_eq(buf[63], 0x77);
+	ck_assert_int_eq(gice_mem_deregister(d, k2), GICE_OK);
+	ck_assert_int_eq(h_read(g2, 0, 64, buf), GICE_ERR_CANCELED);
+	nothing_read(buf, 64);
+	ck_assert_int_eq(gice_mem_free(d, p), GICE_OK);
+	/* a key given out by no one */
+	ck_assert_int_eq(h_read((fab_mr_info_t){bad_key, g.addr}, 0, 64, buf), GICE_ERR_CANCELED);
+	nothing_read(buf, 64);
+	memcpy(arena_before, hbm_base(d->hbm), hbm_size(d->hbm)); /* the second region came and went */
+	arena_unchanged();
+	own_traffic_completes();
+}
+END_TEST
+
+/* 0 when an endpoint of provider arg opens here (run by test_probe, in a child). */
+static int provider_here(void *arg)
+{
+	fab_attr_t fa = {.provider = arg, .max_packet = 16384};
+	fab_ep_t *ep;
+
+	if (fab_open(&fa, &ep))
+		return 1;
+	fab_close(ep);
+	return 0;
+}
 
 static Suite *suite(void)
 {
@@ -400,9 +524,23 @@ static Suite *suite(void)
 		void (*setup)(void), (*setup_member)(void);
 	} prov[] = {{"shm", "outsider_shm", "member_shm", setup_shm, setup_member_shm},
 		    {"tcp", "outsider_tcp", "member_tcp", setup_tcp, setup_member_tcp},
-		    {"udp", "outsider_udp", "member_udp", setup_udp, setup_member_udp}};
+		    {"udp", "outsider_udp", "member_udp", setup_udp, setup_member_udp},
+		    {"net", "outsider_net", "member_net", setup_net, setup_member_net}};
 
 	for (size_t i = 0; i < sizeof(prov) / sizeof(prov[0]); i++) {
+#ifdef __SANITIZE_ADDRESS__
+		/* libfabric 1.17's net provider leaves fi_info copies and two small blocks of its own
+		 * unfreed at exit (LeakSanitizer, stacks inside libfabric.so only) */
+		if (!strcmp(prov[i].name, "net")) {
+			test_skip_cases(6, "provider net: libfabric 1.17 leaks its own fi_info copies (LeakSanitizer)");
+			continue;
+		}
+#endif
+		if (test_probe(provider_here, (void *)prov[i].name)) {
+			test_skip_cases(strcmp(prov[i].name, "shm") ? 6 : 5, "provider %s: no endpoint opens here",
+					prov[i].name);
+			continue;
+		}
 		TCase *tc = tcase_create(prov[i].outsider);
 		tcase_add_checked_fixture(tc, prov[i].setup, close_all);
 		tcase_set_timeout(tc, 120);
@@ -419,6 +557,13 @@ static Suite *suite(void)
 		tcase_add_test(tc, a_peer_withholding_acks_starves_only_itself);
 		suite_add_tcase(s, tc);
 	}
+	/* libfabric 1.17's shm checks no key or bound on a remote read (it copies with
+	 * process_vm_readv: docs/protocol.md, "Read grants"); raw udp has no reads */
+	TCase *tc = tcase_create("reads_tcp");
+	tcase_add_checked_fixture(tc, setup_tcp, close_all);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, reads_reach_registered_regions_only);
+	suite_add_tcase(s, tc);
 	return s;
 }
 
@@ -426,7 +571,7 @@ int main(void)
 {
 	SRunner *sr = srunner_create(suite());
 	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
+	int rc = test_exit(sr);
 	srunner_free(sr);
-	return failed ? 1 : 0;
+	return rc;
 }

@@ -66,6 +66,22 @@ START_TEST(siphash_matches_the_reference_vectors)
 }
 END_TEST
 
+/* SipHash-1-3's (the packet MAC's) vectors from Rust libcore's test_siphash_1_3: key 00..0f,
+ * input 00..(n-1), n = 0, 8, 15, 63 (an empty, a whole, a partial and the longest block run) */
+START_TEST(siphash13_matches_the_reference_vectors)
+{
+	gice_sipkey_t k = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+	uint8_t in[63];
+
+	for (int i = 0; i < 63; i++)
+		in[i] = (uint8_t)i;
+	ck_assert_uint_eq(gice_siphash13(&k, NULL, 0), 0xabac0158050fc4dcull);
+	ck_assert_uint_eq(gice_siphash13(&k, in, 8), 0x369095118d299a8eull);
+	ck_assert_uint_eq(gice_siphash13(&k, in, 15), 0xd320d86d2a519956ull);
+	ck_assert_uint_eq(gice_siphash13(&k, in, 63), 0x9d199062b7bbb3a8ull);
+}
+END_TEST
+
 /* The MAC covers every header byte but csum and itself, under the key; the checksum may be added
  * after signing and the MAC still holds. */
 START_TEST(mac_covers_the_header_under_the_key)
@@ -138,8 +154,9 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 	h.flags = CT_HF_STRONG;
 	ck_assert_str_eq(reject(h, len), "strong flag without signal");
 	h = sample();
-	h.op = CT_PKT_PUT_RTS; /* announces bytes, carries none */
-	ck_assert_str_eq(reject(h, len), "control packet with payload");
+	h.op = CT_PKT_PUT_RTS; /* announces bytes, carries only its grant */
+	h.payload_len = 8;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 8), "rendezvous packet without its grant");
 	h = (ct_hdr_t){.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .op = CT_PKT_HEARTBEAT,
 		       .flags = CT_HF_ACK, .ack = 3};
 	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "piggybacked ack on an unsequenced packet");
@@ -164,41 +181,51 @@ START_TEST(piggybacked_ack_round_trips)
 }
 END_TEST
 
-START_TEST(rendezvous_announcement_carries_a_length_but_no_payload)
+START_TEST(rendezvous_announcement_carries_a_length_and_only_its_grant)
 {
-	uint8_t pkt[CT_HDR_BYTES] = {0};
+	uint8_t pkt[CT_HDR_BYTES + CT_GRANT_BYTES] = {0};
 	ct_hdr_t h = sample(), o;
+	uint64_t key, addr;
 
 	h.op = CT_PKT_PUT_RTS;
-	h.payload_len = 0;
+	h.payload_len = CT_GRANT_BYTES;
 	h.moff = 0;
 	h.msg_len = 1u << 30;
 	ct_proto_build(&h, pkt);
+	ct_proto_grant_build(0x0102030405060708ull, 0x1000, pkt + CT_HDR_BYTES);
+	ck_assert_uint_eq(pkt[CT_HDR_BYTES], 0x08); /* little-endian key, then address */
+	ck_assert_uint_eq(pkt[CT_HDR_BYTES + 9], 0x10);
 	ck_assert_int_eq(ct_proto_parse(pkt, sizeof(pkt), &o, NULL), GICE_OK);
 	ck_assert_uint_eq(o.msg_len, 1u << 30);
+	ct_proto_grant_parse(pkt + CT_HDR_BYTES, &key, &addr);
+	ck_assert_uint_eq(key, 0x0102030405060708ull);
+	ck_assert_uint_eq(addr, 0x1000);
 	h.moff = 4;
-	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "control packet with payload");
+	ck_assert_str_eq(reject(h, sizeof(pkt)), "rendezvous packet without its grant");
+	h.moff = 0;
+	h.payload_len = 0;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "rendezvous packet without its grant");
 }
 END_TEST
 
-START_TEST(rendezvous_get_go_carries_a_length_but_no_payload_and_its_request_none)
+START_TEST(rendezvous_get_go_carries_a_length_and_its_grant_and_its_request_none)
 {
-	uint8_t pkt[CT_HDR_BYTES] = {0};
+	uint8_t pkt[CT_HDR_BYTES + CT_GRANT_BYTES] = {0};
 	ct_hdr_t h = sample(), o;
 
 	h.op = CT_PKT_GET_GO;
 	h.flags = CT_HF_FIRST | CT_HF_LAST;
-	h.payload_len = 0;
+	h.payload_len = CT_GRANT_BYTES;
 	h.moff = 0;
 	h.msg_len = 1u << 20;
-	h.value = 123456; /* where the data is in the sender's memory */
+	h.value = 123456; /* where the data is in the sender's memory (the NVLink plane) */
 	ct_proto_build(&h, pkt);
 	ck_assert_int_eq(ct_proto_parse(pkt, sizeof(pkt), &o, NULL), GICE_OK);
 	ck_assert_uint_eq(o.msg_len, 1u << 20);
 	ck_assert_uint_eq(o.value, 123456);
-	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 16), "payload length does not match packet length");
-	h.payload_len = 16;
-	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 16), "control packet with payload");
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 32), "payload length does not match packet length");
+	h.payload_len = 32;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 32), "rendezvous packet without its grant");
 	/* the request names its length in value, like GET_REQ: no msg_len */
 	h = sample();
 	h.op = CT_PKT_GET_RNDV;
@@ -208,7 +235,7 @@ START_TEST(rendezvous_get_go_carries_a_length_but_no_payload_and_its_request_non
 	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "control packet with payload");
 	h.msg_len = 0;
 	ct_proto_build(&h, pkt);
-	ck_assert_int_eq(ct_proto_parse(pkt, sizeof(pkt), &o, NULL), GICE_OK);
+	ck_assert_int_eq(ct_proto_parse(pkt, CT_HDR_BYTES, &o, NULL), GICE_OK);
 	ck_assert_uint_eq(o.op, CT_PKT_GET_RNDV);
 }
 END_TEST
@@ -305,10 +332,11 @@ int main(void)
 	tcase_add_test(tc, piggybacked_ack_round_trips);
 	tcase_add_test(tc, packet_names_cover_every_op);
 	tcase_add_test(tc, siphash_matches_the_reference_vectors);
+	tcase_add_test(tc, siphash13_matches_the_reference_vectors);
 	tcase_add_test(tc, mac_covers_the_header_under_the_key);
 	tcase_add_test(tc, the_documented_tables_match_the_code);
-	tcase_add_test(tc, rendezvous_announcement_carries_a_length_but_no_payload);
-	tcase_add_test(tc, rendezvous_get_go_carries_a_length_but_no_payload_and_its_request_none);
+	tcase_add_test(tc, rendezvous_announcement_carries_a_length_and_only_its_grant);
+	tcase_add_test(tc, rendezvous_get_go_carries_a_length_and_its_grant_and_its_request_none);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,22 +1,13 @@
-/* siphash.c: SipHash-2-4, written from the paper's specification (2 compression rounds per
- * 8-byte word, 4 finalization rounds; the last word holds the remaining bytes and len mod 256
- * in its top byte). */
+/* siphash.c: SipHash-c-d, written from the paper's specification (c compression rounds per
+ * 8-byte word, d finalization rounds; the last word holds the remaining bytes and len mod 256
+ * in its top byte): 2-4 and 1-3. */
 #include "emu/common/siphash.h"
 
 #include <endian.h>
 #include <string.h>
 
-#define ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
-
-#define SIPROUND(v0, v1, v2, v3)                                                          \
-	do {                                                                              \
-		v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                 \
-		v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                    \
-		v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                    \
-		v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                 \
-	} while (0)
-
-uint64_t gice_siphash(const gice_sipkey_t *key, const void *buf, size_t len)
+/* SipHash with c compression and d finalization rounds (constants: inlined and unrolled). */
+static inline uint64_t siphash_cd(const gice_sipkey_t *key, const void *buf, size_t len, int c, int d)
 {
 	const uint8_t *p = buf;
 	uint64_t v0 = key->k0 ^ 0x736f6d6570736575ull, v1 = key->k1 ^ 0x646f72616e646f6dull;
@@ -28,18 +19,22 @@ uint64_t gice_siphash(const gice_sipkey_t *key, const void *buf, size_t len)
 		memcpy(&m, p, 8);
 		m = le64toh(m);
 		v3 ^= m;
-		SIPROUND(v0, v1, v2, v3);
-		SIPROUND(v0, v1, v2, v3);
+		for (int r = 0; r < c; r++)
+			GICE_SIPROUND(v0, v1, v2, v3);
 		v0 ^= m;
 	}
 	for (size_t i = 0; i < (len & 7); i++)
 		b |= (uint64_t)p[i] << (8 * i);
 	v3 ^= b;
-	SIPROUND(v0, v1, v2, v3);
-	SIPROUND(v0, v1, v2, v3);
+	for (int r = 0; r < c; r++)
+		GICE_SIPROUND(v0, v1, v2, v3);
 	v0 ^= b;
 	v2 ^= 0xff;
-	for (int i = 0; i < 4; i++)
-		SIPROUND(v0, v1, v2, v3);
+	for (int r = 0; r < d; r++)
+		GICE_SIPROUND(v0, v1, v2, v3);
 	return v0 ^ v1 ^ v2 ^ v3;
 }
+
+uint64_t gice_siphash(const gice_sipkey_t *key, const void *buf, size_t len) { return siphash_cd(key, buf, len, 2, 4); }
+
+uint64_t gice_siphash13(const gice_sipkey_t *key, const void *buf, size_t len) { return siphash_cd(key, buf, len, 1, 3); }

@@ -268,7 +268,7 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 		}
 	}
 	if ((e->rndv_from[0][0] || e->rndv_from[1][0]) && attr->ep->rma) {
-		if (fab_mr_reg(attr->ep, e->base, hbm_size(attr->hbm), &e->mr) == GICE_OK)
+		if (fab_mr_reg(attr->ep, e->base, hbm_size(attr->hbm)) == GICE_OK)
 			e->rma = 1;
 		else
 			gice_info("ct", "device %u: no remote reads; large puts go as packets", attr->gid);
@@ -321,6 +321,7 @@ void ct_engine_destroy(ct_engine_t *e)
 		ct_link_progress(e);
 	}
 	ct_link_cancel_all(e);
+	ct_grants_revoke_all(e);
 	engine_free(e);
 }
 

@@ -232,9 +232,16 @@ uint64_t ct_engine_spin_ns(const ct_engine_t *e);
 
 /* Make device gid reachable. Re-adding the same gid is GICE_OK. */
 int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info);
-/* This device's registration for peers' rendezvous reads: GICE_ERR_UNSUPPORTED when the
+/* Whether this device takes part in rendezvous reads over the provider: GICE_OK (and *mr, which
+ * names no memory: peers read only what a grant names) or GICE_ERR_UNSUPPORTED when the
  * provider has no remote reads or GICE_CT_RNDV_BYTES is 0. */
 int ct_engine_mr(const ct_engine_t *e, fab_mr_info_t *mr);
+/* A region registered under gice key `key` (device bytes [off, off+len)) becomes its own
+ * provider registration that peers may read (a read grant, ct_grant.c); revoke closes it, so
+ * reads with its key fail at the provider from then on. GICE_OK without remote reads (nothing
+ * to do); revoke: GICE_ERR_BAD_KEY when key was never exposed. Set-up calls. */
+int ct_engine_expose(ct_engine_t *e, uint64_t key, uint64_t off, uint64_t len);
+int ct_engine_revoke(ct_engine_t *e, uint64_t key);
 /* GICE_CT_AUTH of this engine: 1 if it signs its packets and checks its peers' (every device of
  * a job must agree). */
 int ct_engine_auth(const ct_engine_t *e);

@@ -71,15 +71,25 @@ typedef struct {
 	uint64_t value;
 } ct_rx_slot_t;
 
+#define CT_POFF_GRANT UINT64_MAX
 /* A sent packet kept until it is acknowledged, to be sent again (reliability). */
 typedef struct {
 	uint8_t hdr[CT_HDR_BYTES]; /* encoded, csum field zero */
-	uint64_t poff;             /* payload: device offset */
+	uint64_t poff;             /* payload: device offset, or CT_POFF_GRANT: grant below */
+	uint8_t grant[CT_GRANT_BYTES]; /* the payload of PUT_RTS and GET_GO */
 	uint32_t plen;
 	uint16_t tries;            /* times sent */
 	uint8_t sacked;            /* the receiver has it (selective ack) */
 	uint64_t t_tx;             /* last sent */
 } ct_txrec_t;
+
+/* One registered region exposed to peers' rendezvous reads (ct_grant.c). */
+typedef struct {
+	uint64_t key;       /* the region's gice key */
+	uint64_t off, len;  /* its device bytes */
+	fab_mr_t *mr;       /* its own provider registration */
+	fab_mr_info_t info; /* key and base a peer reads it with */
+} ct_grant_t;
 
 typedef struct { /* link-private (under the link lock) */
 	int present, rma;
@@ -205,6 +215,9 @@ struct ct_engine {
 	uint64_t n_refused;   /* requests refused (NACKed): for rate-limited logging */
 	int rma;           /* device memory registered for remote reads */
 	fab_mr_info_t mr;
+	/* read grants: the registered regions exposed to peers' reads (ct_grant.c; link lock) */
+	ct_grant_t *grants;
+	uint32_t n_grants, grants_cap;
 	uint8_t *base; /* HBM base in this process */
 	_Atomic int stop;
 	_Atomic uint64_t msgs_live; /* messages not yet complete (sleep policy) */
@@ -244,7 +257,8 @@ struct ct_engine {
 	struct ct_read {
 		uint32_t gid, msg_id; /* the peer read from, and the message the read serves */
 		uint64_t off, len;    /* where the bytes go in this device's memory */
-		uint64_t src_off;     /* where they are in the peer's */
+		fab_mr_info_t from;   /* where they are in the peer's: the grant of its region,
+				       * addr that of the first byte (ct_grant.c) */
 		uint8_t kind;         /* enum ct_read_kind */
 		uint8_t state;        /* enum ct_read_state */
 	} reads[CT_READS];
@@ -431,11 +445,16 @@ int ct_check_rto(struct ct_engine *e, uint64_t now);
 uint64_t ct_rndv_auto(const char *provider, int get, int plane);
 /* Whether message m (a put or get to peer p, not yet started) moves its data by rendezvous. */
 int ct_rndv_choose(const struct ct_engine *e, const ct_peer_t *p, const ct_msg_t *m);
-void ct_rx_rts(struct ct_engine *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h);
+void ct_rx_rts(struct ct_engine *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h, const uint8_t *grant);
 /* GET_GO for get idx from peer p: the target validated the range; read it (or copy it). */
-void ct_rx_get_go(struct ct_engine *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h);
+void ct_rx_get_go(struct ct_engine *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h, const uint8_t *grant);
 int ct_post_reads(struct ct_engine *e);
 void ct_read_done(struct ct_engine *e, struct ct_read *r, int status);
+/* ct_grant.c: the grant of the exposed region holding device bytes [off, off+len), addr that
+ * of byte off; GICE_ERR_UNREGISTERED when no exposed region holds them all. Link lock held. */
+int ct_grant_find(const struct ct_engine *e, uint64_t off, uint64_t len, fab_mr_info_t *grant);
+/* Close every grant (the engine is going away, before its endpoint). */
+void ct_grants_revoke_all(struct ct_engine *e);
 /* Drop the reads from peer gid that wait for a slot (it failed). */
 void ct_reads_cancel(struct ct_engine *e, uint32_t gid);
 /* ct_link_watch.c: failed peers, the link's watchdog */

@@ -14,7 +14,8 @@ static int retransmit(ct_engine_t *e, ct_peer_t *p, uint32_t psn, uint64_t now)
 	int rc;
 
 	memcpy(buf, tr->hdr, sizeof(buf));
-	rc = ct_xmit(e, p, buf, tr->plen ? e->base + tr->poff : NULL, tr->plen);
+	rc = ct_xmit(e, p, buf, !tr->plen ? NULL : tr->poff == CT_POFF_GRANT ? tr->grant : e->base + tr->poff,
+		     tr->plen);
 	if (rc == GICE_OK) {
 		tr->tries++;
 		tr->t_tx = now;

@@ -57,10 +57,13 @@ int ct_rndv_choose(const ct_engine_t *e, const ct_peer_t *p, const ct_msg_t *m)
 {
 	uint64_t from = e->rndv_from[m->kind == MK_GET][p->map != NULL];
 
+	fab_mr_info_t g;
+
 	/* the side that moves the bytes must reach the other's memory: mapped on the plane, or
-	 * both memories registered for the provider's remote reads */
+	 * both taking part in the provider's remote reads, and a put's source exposed (a grant) */
 	return (m->kind == MK_PUT || m->kind == MK_GET) && (p->map || (e->rma && p->rma)) && from &&
-	       m->req.len >= from && m->peer != e->attr.gid;
+	       m->req.len >= from && m->peer != e->attr.gid &&
+	       (p->map || m->kind == MK_GET || !ct_grant_find(e, m->req.src_off, m->req.len, &g));
 }
 
 /* ---------------------------------------------------------------- the read table */
@@ -105,7 +108,8 @@ int ct_post_reads(ct_engine_t *e)
 	while (e->reads_waiting && e->reads_posted < FAB_READS_MAX) {
 		struct ct_read *r = &e->reads[e->reads_wait[e->reads_wait_head % CT_READS]];
 		ct_peer_t *p = &e->peers[r->gid];
-		int rc = fab_read(e->attr.ep, p->addr, r->off, r->len, &p->mr, r->src_off, r);
+		/* with the grant the peer sent, nothing else: its provider checks key and bounds */
+		int rc = fab_read(e->attr.ep, p->addr, r->off, r->len, &r->from, 0, r);
 		if (rc == GICE_ERR_AGAIN)
 			break; /* every slot busy: a read completion frees one */
 		e->reads_wait_head++;
@@ -151,7 +155,7 @@ static void rts_done(ct_engine_t *e, uint32_t gid, uint32_t msg_id, int status)
 		gice_error("ct", "no response entry for PUT_DONE of message %u to device %u", msg_id, gid);
 }
 
-void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
+void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h, const uint8_t *grant)
 {
 	uint64_t off;
 	int rc = hbm_translate_key(e->attr.hbm, h->rkey, h->roff, h->msg_len, &off);
@@ -190,7 +194,8 @@ void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h)
 		return;
 	}
 	*r = (struct ct_read){.gid = h->src_gid, .msg_id = h->msg_id, .off = off, .len = h->msg_len,
-			      .src_off = h->aux, .kind = CT_RD_PUT};
+			      .kind = CT_RD_PUT};
+	ct_proto_grant_parse(grant, &r->from.key, &r->from.addr);
 	read_queue(e, r);
 }
 
@@ -207,7 +212,7 @@ static void go_fail(ct_engine_t *e, uint32_t idx, const ct_hdr_t *h, int status,
 	ct_resp_done(e, idx, status);
 }
 
-void ct_rx_get_go(ct_engine_t *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h)
+void ct_rx_get_go(ct_engine_t *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h, const uint8_t *grant)
 {
 	ct_msg_t *m = &e->msgs[idx];
 	struct ct_read *r;
@@ -228,9 +233,10 @@ void ct_rx_get_go(ct_engine_t *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h)
 		go_fail(e, idx, h, GICE_ERR_AGAIN, "every rendezvous read entry is in use");
 		return;
 	}
-	/* the provider bounds the read by the target's registration of its memory */
+	/* the target's provider bounds the read by the region the grant names */
 	*r = (struct ct_read){.gid = m->peer, .msg_id = m->msg_id, .off = m->req.src_off, .len = m->req.len,
-			      .src_off = h->value, .kind = CT_RD_GET};
+			      .kind = CT_RD_GET};
+	ct_proto_grant_parse(grant, &r->from.key, &r->from.addr);
 	read_queue(e, r);
 }
 

@@ -204,7 +204,7 @@ static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const ui
 			ct_landed(e, h->src_gid, p, s);
 		return;
 	case CT_PKT_PUT_RTS:
-		ct_rx_rts(e, p, s, h);
+		ct_rx_rts(e, p, s, h, payload);
 		return;
 	case CT_PKT_GET_REQ:
 	case CT_PKT_GET_RNDV:
@@ -291,7 +291,7 @@ static void rx_response(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const u
 		return;
 	}
 	if (m->rndv) {
-		ct_rx_get_go(e, p, idx, h);
+		ct_rx_get_go(e, p, idx, h, payload);
 		return;
 	}
 	memcpy(e->base + m->req.src_off + h->moff, payload, h->payload_len);

@@ -199,7 +199,8 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	ct_peer_t *p = &e->peers[m->peer];
 	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .qos = m->qos, .src_gid = e->attr.gid,
 		      .dst_gid = m->peer, .conn_id = m->req.conn, .rkey = m->req.rkey, .roff = m->req.roff};
-	uint8_t buf[CT_HDR_BYTES];
+	uint8_t buf[CT_HDR_BYTES], gbuf[CT_GRANT_BYTES];
+	fab_mr_info_t grant = {0, 0};
 	const void *payload = NULL;
 	uint32_t plen = 0;
 	int rc;
@@ -238,10 +239,23 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		h.flags |= CT_HF_FIRST;
 #define RNDV_(kind) (0x80 | (kind)) /* the rendezvous form of a kind */
 	switch (m->rndv ? RNDV_(m->kind) : m->kind) {
-	case RNDV_(MK_PUT): /* rendezvous put: announce it; the target reads the bytes at aux */
+	case RNDV_(MK_PUT): /* rendezvous put: announce it; the target reads the bytes with the
+			     * grant (over the provider) or at aux (on the plane) */
 		h.op = CT_PKT_PUT_RTS;
 		h.msg_len = (uint32_t)m->req.len;
 		h.aux = m->req.src_off;
+		rc = p->map ? GICE_OK : ct_grant_find(e, m->req.src_off, m->req.len, &grant);
+		if (rc) { /* deregistered since it was queued (ct_rndv_choose found it) */
+			if (!m->status)
+				m->status = rc;
+			m->need = 0;
+			ct_nack_done(e, m);
+			return SEND_DONE;
+		}
+		ct_proto_grant_build(grant.key, grant.addr, gbuf);
+		payload = gbuf;
+		plen = CT_GRANT_BYTES;
+		h.payload_len = plen;
 		if (m->req.flags & CT_RF_SIGNAL) {
 			h.flags |= CT_HF_SIGNAL | ((m->req.flags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
 				   ((m->req.flags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
@@ -253,12 +267,19 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		h.op = CT_PKT_GET_RNDV;
 		h.value = m->req.len;
 		break;
-	case RNDV_(MK_GET_RESP): /* the range of get aux is validated: the data is at value */
+	case RNDV_(MK_GET_RESP): /* the range of get aux is validated: the data is at value (the
+				  * plane), or where the grant of its region says */
 		h.op = CT_PKT_GET_GO;
 		h.msg_len = (uint32_t)m->req.len;
 		h.value = m->req.value;
 		h.aux = m->aux;
+		if (!p->map && !m->status && ct_grant_find(e, m->req.value, m->req.len, &grant))
+			m->status = GICE_ERR_UNREGISTERED; /* deregistered since it was validated */
 		h.status = m->status;
+		ct_proto_grant_build(grant.key, grant.addr, gbuf);
+		payload = gbuf;
+		plen = CT_GRANT_BYTES;
+		h.payload_len = plen;
 		break;
 	case MK_PUT:
 	case MK_GET_RESP:
@@ -341,8 +362,14 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		ct_nack_done(e, m);
 		return SEND_DONE;
 	}
-	tr->poff = payload ? (uint64_t)((const uint8_t *)payload - e->base) : 0;
-	tr->plen = plen;
+	if (payload == gbuf) { /* a grant: kept with the header (a retransmission sends it again) */
+		memcpy(tr->grant, gbuf, sizeof(gbuf));
+		tr->poff = CT_POFF_GRANT;
+		plen = 0; /* carries no message bytes */
+	} else {
+		tr->poff = payload ? (uint64_t)((const uint8_t *)payload - e->base) : 0;
+	}
+	tr->plen = payload ? h.payload_len : 0;
 	tr->tries = 1;
 	tr->sacked = 0;
 	tr->t_tx = p->t_tx;

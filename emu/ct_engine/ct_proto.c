@@ -89,12 +89,14 @@ uint32_t ct_proto_csum(const void *hdr, const void *payload, size_t plen)
 
 uint64_t ct_proto_mac(const void *hdr, const uint64_t key[2])
 {
-	uint8_t b[CT_HDR_MAC_OFF];
+	uint64_t w[CT_HDR_MAC_OFF / 8];
 	gice_sipkey_t k = {key[0], key[1]};
 
-	memcpy(b, hdr, sizeof(b));
-	memset(b + CT_HDR_CSUM_OFF, 0, 4);
-	return gice_siphash(&k, b, sizeof(b));
+	for (size_t i = 0; i < CT_HDR_MAC_OFF / 8; i++)
+		w[i] = get64(hdr, 8 * i);
+	_Static_assert(CT_HDR_CSUM_OFF % 8 == 0, "csum is the low half of a word");
+	w[CT_HDR_CSUM_OFF / 8] &= ~0xffffffffull; /* csum taken as zero */
+	return gice_siphash13_words(&k, w, CT_HDR_MAC_OFF / 8);
 }
 
 void ct_proto_job_key(uint64_t secret, uint64_t key[2])
@@ -103,6 +105,18 @@ void ct_proto_job_key(uint64_t secret, uint64_t key[2])
 
 	key[0] = gice_siphash(&k, "gice packet mac key 0", 21);
 	key[1] = gice_siphash(&k, "gice packet mac key 1", 21);
+}
+
+void ct_proto_grant_build(uint64_t key, uint64_t addr, void *buf)
+{
+	PUT64((uint8_t *)buf, 0, key);
+	PUT64((uint8_t *)buf, 8, addr);
+}
+
+void ct_proto_grant_parse(const void *buf, uint64_t *key, uint64_t *addr)
+{
+	*key = get64(buf, 0);
+	*addr = get64(buf, 8);
 }
 
 void ct_proto_sign(void *hdr, const uint64_t key[2])
@@ -178,10 +192,10 @@ int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
 		if (h->payload_len == 0 && h->msg_len != 0)
 			return bad(why, "empty packet of a non-empty message");
 		break;
-	case CT_PKT_PUT_RTS: /* announce msg_len bytes, carry none */
+	case CT_PKT_PUT_RTS: /* announce msg_len bytes, carry only the grant to read them with */
 	case CT_PKT_GET_GO:
-		if (h->payload_len || h->moff)
-			return bad(why, "control packet with payload");
+		if (h->payload_len != CT_GRANT_BYTES || h->moff)
+			return bad(why, "rendezvous packet without its grant");
 		break;
 	default:
 		if (h->payload_len || h->msg_len || h->moff)

@@ -10,8 +10,10 @@
 #include <stdint.h>
 
 #define CT_PROTO_MAGIC 0x45434947u /* "GICE" little-endian */
-#define CT_PROTO_VERSION 3 /* 2: piggybacked acks, bundles, rendezvous gets (GET_RNDV, GET_GO);
-			     * 3: the job's MAC (mac), csum and ack moved to make room */
+#define CT_PROTO_VERSION 4 /* 2: piggybacked acks, bundles, rendezvous gets (GET_RNDV, GET_GO);
+			     * 3: the job's MAC (mac), csum and ack moved to make room;
+			     * 4: PUT_RTS and GET_GO carry a read grant (CT_GRANT_BYTES payload),
+			     *    mac is SipHash-1-3 */
 #define CT_HDR_BYTES 96
 #define CT_MAX_PAYLOAD (1u << 20) /* largest MTU accepted */
 #define CT_MTU_MIN 256 /* smallest packet size a device uses (GICE_MTU, connections) */
@@ -25,12 +27,12 @@
 	X(CT_PKT_ATOMIC_RESP, 5, "ATOMIC_RESP") /* value = old word; aux = request msg id */ \
 	X(CT_PKT_ACK, 6, "ACK")                 /* psn = every psn below it received */ \
 	X(CT_PKT_NACK, 7, "NACK")               /* msg_id failed with status */ \
-	X(CT_PKT_PUT_RTS, 8, "PUT_RTS")         /* put of msg_len bytes: read them at aux */ \
+	X(CT_PKT_PUT_RTS, 8, "PUT_RTS")         /* put of msg_len bytes: read them (grant; plane: aux) */ \
 	X(CT_PKT_PUT_DONE, 9, "PUT_DONE")       /* the read of PUT_RTS aux ended with status */ \
 	X(CT_PKT_HEARTBEAT, 10, "HEARTBEAT")    /* unsequenced: "still here" when idle */ \
 	X(CT_PKT_BYE, 11, "BYE")                /* unsequenced: the sender's device is closing */ \
 	X(CT_PKT_GET_RNDV, 12, "GET_RNDV")      /* get the requester reads itself once GET_GO says so */ \
-	X(CT_PKT_GET_GO, 13, "GET_GO")          /* GET_RNDV aux validated: read msg_len bytes at value */
+	X(CT_PKT_GET_GO, 13, "GET_GO")          /* GET_RNDV validated: read msg_len bytes (grant; plane: value) */
 
 enum ct_pkt_op {
 #define CT_PKT_ENUM_(n, v, s) n = v,
@@ -79,15 +81,23 @@ typedef struct {
 	uint32_t csum;        /* 80 CRC32C of header and payload when enabled; else zero */
 	uint32_t ack;         /* 84 with CT_HF_ACK: every psn below it received from the
 			       *    receiver (a cumulative ACK riding on this packet); else zero */
-	uint64_t mac;         /* 88 SipHash-2-4 under the job's key of bytes [0, 88) with csum
+	uint64_t mac;         /* 88 SipHash-1-3 under the job's key of bytes [0, 88) with csum
 			       *    taken as zero (ct_proto_mac); zero when GICE_CT_AUTH=0 */
 } ct_hdr_t;
+
+/* The payload of PUT_RTS and GET_GO: a read grant, where the reader reads the message's bytes
+ * over the provider — the provider key of the sender's registered region that holds them and
+ * the remote address of their first byte (u64 key, u64 addr, little-endian). Zero on the NVLink
+ * plane, where aux (PUT_RTS) or value (GET_GO) is the device offset instead. */
+#define CT_GRANT_BYTES 16
+void ct_proto_grant_build(uint64_t key, uint64_t addr, void *buf);
+void ct_proto_grant_parse(const void *buf, uint64_t *key, uint64_t *addr);
 
 /* Encode h into CT_HDR_BYTES bytes at buf. */
 void ct_proto_build(const ct_hdr_t *h, void *buf);
 /* Decode and validate len bytes at buf: length, magic, version, op, known flags, ack only with its flag,
  * payload_len == len - CT_HDR_BYTES <= CT_MAX_PAYLOAD, moff + payload_len <= msg_len for data
- * packets, no payload on control packets. GICE_OK and *h filled, or GICE_ERR_BAD_PACKET with
+ * packets, exactly a grant on PUT_RTS and GET_GO, no payload on other control packets. GICE_OK and *h filled, or GICE_ERR_BAD_PACKET with
  * *why (may be NULL) naming the failed check. Touches nothing but *h and *why. */
 int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why);
 /* A fabric message carries one or more packets back to back (a bundle). The length of the
@@ -100,7 +110,7 @@ const char *ct_pkt_name(unsigned op);
 uint32_t ct_proto_csum(const void *hdr, const void *payload, size_t plen);
 /* Check the csum of an encoded packet of len bytes that carries CT_HF_CSUM: 1 if it matches. */
 int ct_proto_csum_ok(const void *buf, size_t len);
-/* The MAC of an encoded header under key: SipHash-2-4 of its first CT_HDR_MAC_OFF bytes, the
+/* The MAC of an encoded header under key: SipHash-1-3 of its first CT_HDR_MAC_OFF bytes, the
  * csum field taken as zero (so a checksum can be added after the MAC, and checked first). */
 uint64_t ct_proto_mac(const void *hdr, const uint64_t key[2]);
 /* The MAC key of a job from its secret (the bootstrap's): two SipHash outputs under the secret, so

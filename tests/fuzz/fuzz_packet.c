@@ -35,7 +35,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if ((h.op == CT_PKT_PUT || h.op == CT_PKT_GET_RESP) &&
 			    (uint64_t)h.moff + h.payload_len > h.msg_len)
 				abort();
-			if (h.op != CT_PKT_PUT && h.op != CT_PKT_GET_RESP && h.payload_len)
+			if ((h.op == CT_PKT_PUT_RTS || h.op == CT_PKT_GET_GO) && h.payload_len != CT_GRANT_BYTES)
+				abort(); /* a rendezvous packet carries its grant, nothing else */
+			if (h.op != CT_PKT_PUT && h.op != CT_PKT_GET_RESP && h.op != CT_PKT_PUT_RTS &&
+			    h.op != CT_PKT_GET_GO && h.payload_len)
 				abort();
 		} else if (!why) {
 			abort(); /* a rejection names its reason */
