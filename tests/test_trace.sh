@@ -6,7 +6,9 @@
 # completion), and one kernel slice on each device's stream track, during which that device's
 # puts were issued, and one flow per put from its issue to its landing at the target; on 2 ranks
 # every rank writes PATH.R.json, and scripts/gice-trace-merge puts both ranks' events in one
-# file, where every flow crosses from one rank to the other (and refuses a rank given twice).
+# file, where every flow crosses from one rank to the other (and refuses a rank given twice);
+# gicerun --trace OUT.json does that merge itself (and fails, naming it, when no rank left a
+# trace).
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -87,6 +89,21 @@ if scripts/gice-trace-merge "$tmp/bad.json" "$tmp/job.0.json" "$tmp/job.0.json" 
 	echo "FAIL: merging rank 0 twice succeeded"
 	fail=1
 fi
+
+out=$(GICE_PLANE=net timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 --trace "$tmp/run.json" \
+	"$build/bin/gice-bench" put --sizes 8 --iters 50 2>&1)
+rc=$?
+[ "$rc" = 0 ] || { echo "FAIL: gicerun --trace: rc $rc: $out"; fail=1; }
+check "$tmp/run.json" 0,1 56 || { echo "FAIL: gicerun --trace: merged trace"; fail=1; }
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["otherData"]
+assert d["merged_by"] == "gicerun" and [r["rank"] for r in d["per_rank"]] == [0, 1], d' "$tmp/run.json" ||
+	{ echo "FAIL: gicerun --trace: otherData"; fail=1; }
+out=$(timeout "$(scaled 60)" "$build/bin/gicerun" -n 2 --trace "$tmp/none.json" true 2>&1)
+rc=$?
+case "$rc:$out" in
+1:*"gicerun: --trace: rank 1 left no trace"*"gicerun: --trace: no rank left a trace; $tmp/none.json holds none"*) ;;
+*) echo "FAIL: gicerun --trace without traces: rc $rc: $out"; fail=1 ;;
+esac
 
 [ $fail = 0 ] && echo "trace: all passed"
 exit $fail

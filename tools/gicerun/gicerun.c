@@ -133,9 +133,12 @@ int main(int argc, char **argv)
 	}
 
 	/* ---- launch */
+	if (trace_prepare())
+		return 1;
 	sigprocmask(SIG_BLOCK, &block, &old_mask); /* no handler runs in a child before its reset */
 	if (start_holder()) {
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+		trace_remove();
 		return 1;
 	}
 	for (long r = 0; r < opt.nranks; r++) {
@@ -322,6 +325,8 @@ int main(int argc, char **argv)
 		;
 	close(sig_pipe[0]);
 	close(sig_pipe[1]);
+	if (trace_merge() && !exit_code) /* the job's own failure says more */
+		exit_code = 1;
 	free(ranks);
 	free(pfd);
 	free(pstream);

@@ -4,6 +4,7 @@
  *   netns.c    network namespaces: probing them, entering one, the fabric variables they need
  *   output.c   the ranks' stdout/stderr pipes, printed line by line with a "[r] " prefix
  *   job.c      the process group holder, signals, one rank's set-up and exec
+ *   trace.c    --trace: the ranks' GICE_TRACE files merged into one
  *   gicerun.c  main: bootstrap address, launch, the wait loop, exit codes
  * Only libc is used (and fab_shm_remove, to clean up after a killed rank). */
 #ifndef GICERUN_H
@@ -37,7 +38,8 @@ typedef struct {
 	char **netns;
 	int nnetns;
 	int keep_going;
-	char **argv; /* prog args... */
+	const char *trace; /* --trace OUT.json, or NULL */
+	char **argv;       /* prog args... */
 } gicerun_opt_t;
 
 extern gicerun_opt_t opt;
@@ -102,6 +104,15 @@ void rank_exec(int r, int out_w, int err_w, const char *bootstrap, const ns_prob
 	       const sigset_t *old_mask, pid_t gicerun_pid);
 void ensure_stdio(void);
 int check_fd_limit(void);
+
+/* ---- trace.c */
+/* With --trace: GICE_TRACE of every rank set to a file in a new private directory; 0 or -1. */
+int trace_prepare(void);
+/* With --trace, after the ranks: their files merged into OUT.json, the directory removed; 0, or
+ * -1 when OUT.json could not be written or holds no rank's trace. */
+int trace_merge(void);
+/* The private directory and what the ranks left in it removed (a launch that failed early). */
+void trace_remove(void);
 
 /* ---- gicerun.c */
 uint64_t now_ms(void);

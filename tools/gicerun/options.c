@@ -14,7 +14,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: gicerun -n N [--devices-per-rank D] [--netns NS1,NS2,...] [--port P] [--timeout SEC] "
-		"[--keep-going] [--faults FILE] [--] prog [args...]\n"
+		"[--keep-going] [--faults FILE] [--trace OUT.json] [--] prog [args...]\n"
 		"  -n N                  number of ranks (1..%d)\n"
 		"  --devices-per-rank D  GICE_DEVICES_PER_RANK of every rank (1..%d, default 1)\n"
 		"  --netns LIST          run rank r in network namespace LIST[r %% count] (/run/netns/NAME)\n"
@@ -23,6 +23,7 @@ static void usage(FILE *f)
 		"  --keep-going          when a rank fails, let the others run on (to watch them notice,\n"
 		"                        e.g. under GICE_FAULTS=kill_rank=...); exit with the first failure\n"
 		"  --faults FILE         run the fault scenario FILE (GICE_FAULT_SCRIPT of every rank)\n"
+		"  --trace OUT.json      every rank writes its GICE_TRACE; merged into OUT.json at the end\n"
 		"  -h, --help            print this help\n",
 		MAX_RANKS, MAX_DEVICES);
 }
@@ -92,6 +93,7 @@ int parse_args(int argc, char **argv)
 					   {"timeout", required_argument, 0, 't'},
 					   {"keep-going", no_argument, 0, 'k'},
 					   {"faults", required_argument, 0, 'f'},
+					   {"trace", required_argument, 0, 'T'},
 					   {"help", no_argument, 0, 'h'},
 					   {0, 0, 0, 0}};
 	int ch;
@@ -135,6 +137,11 @@ int parse_args(int argc, char **argv)
 				return bad_usage("cannot read the fault scenario '%s': %s", optarg, strerror(errno));
 			if (setenv("GICE_FAULT_SCRIPT", optarg, 1))
 				return bad_usage("cannot set GICE_FAULT_SCRIPT: %s", strerror(errno));
+			break;
+		case 'T':
+			if (!*optarg)
+				return bad_usage("--trace needs a file name");
+			opt.trace = optarg;
 			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
