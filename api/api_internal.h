@@ -121,6 +121,11 @@ struct api_state {
 	uint32_t opened; /* devices opened so far: the k-th open on every rank is collective round k */
 	boot_t *boot;
 	uint32_t rank, size;
+	/* GICE_TRACE: rank 0's CLOCK_MONOTONIC = ours + clock_offset_ns, within +- clock_bound_ns
+	 * (boot_clock); clock_aligned 0 when it was not measured (PMIx) */
+	int64_t clock_offset_ns;
+	uint64_t clock_bound_ns;
+	int clock_aligned;
 	struct dev_blob *remote; /* devices of other ranks, learned at each collective open */
 	struct peer_map *remote_map; /* parallel to remote */
 	uint32_t n_remote;

@@ -9,8 +9,10 @@
  * completion written). A flow arrow leads from each operation's issue (a 1 ns slice on the
  * initiator's "issued" track) to the moment its request landed at the target (a 1 ns slice on
  * the target's "landed" track, in the target rank's file: merged, the arrows cross ranks).
- * Times are CLOCK_MONOTONIC in us: every rank of one machine shares that
- * clock, so scripts/gice-trace-merge can put several ranks' files side by side as they are.
+ * Times are CLOCK_MONOTONIC in us, moved onto rank 0's clock by the offset the bootstrap
+ * estimated (boot_clock: ~0 on one machine, whose ranks share that clock; otherData says the
+ * offset and its bound), so gicerun --trace and scripts/gice-trace-merge can put several
+ * ranks' files side by side as they are.
  * Nothing of this runs on the per-message path: the engine keeps its trace ring anyway. */
 #include "api/api_internal.h"
 
@@ -47,6 +49,9 @@ __attribute__((format(printf, 3, 4))) static void track_name(FILE *f, uint32_t t
 		api_g.rank, tid, name);
 }
 
+/* A time of this rank's clock on rank 0's (the offset boot_clock estimated; 0 stays 0). */
+static uint64_t on0(uint64_t t) { return t ? t + (uint64_t)api_g.clock_offset_ns : 0; }
+
 static const char *op_name(uint32_t op)
 {
 	static const char *const names[] = {"put", "get", "atomic"};
@@ -56,6 +61,7 @@ static const char *op_name(uint32_t op)
 /* One async begin or end event. */
 static void ev(FILE *f, const char *ph, const char *name, uint64_t id, uint32_t tid, uint64_t t_ns, int *first)
 {
+	t_ns = on0(t_ns);
 	fprintf(f, "%s\n{\"ph\":\"%s\",\"cat\":\"gice\",\"name\":\"%s\",\"id\":\"0x%llx\",\"pid\":%u,\"tid\":%u,"
 		   "\"ts\":%llu.%03llu}",
 		*first ? "" : ",", ph, name, (unsigned long long)id, api_g.rank, tid,
@@ -84,11 +90,11 @@ static void write_kernels(FILE *f)
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t tid = (gid[i] + 1) * 1000 + sid[i];
 		track_name(f, tid, "device %u stream %u: kernels", gid[i], sid[i]);
-		uint64_t dur = k[i].t_end > k[i].t_start ? k[i].t_end - k[i].t_start : 0;
+		uint64_t dur = k[i].t_end > k[i].t_start ? k[i].t_end - k[i].t_start : 0, t0 = on0(k[i].t_start);
 		fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"gice\",\"name\":\"kernel %u block%s%s\",\"pid\":%u,\"tid\":%u,"
 			   "\"ts\":%llu.%03llu,\"dur\":%llu.%03llu,\"args\":{\"fn\":\"0x%llx\",\"status\":%d}}",
 			k[i].nblocks, k[i].nblocks == 1 ? "" : "s", k[i].status ? " (failed)" : "", api_g.rank, tid,
-			(unsigned long long)(k[i].t_start / 1000), (unsigned long long)(k[i].t_start % 1000),
+			(unsigned long long)(t0 / 1000), (unsigned long long)(t0 % 1000),
 			(unsigned long long)(dur / 1000), (unsigned long long)(dur % 1000), (unsigned long long)k[i].fn,
 			k[i].status);
 	}
@@ -98,6 +104,8 @@ static void write_kernels(FILE *f)
 static void x_event(FILE *f, const char *name, uint32_t tid, uint64_t a, uint64_t b, const char *args)
 {
 	uint64_t d = b > a ? b - a : 0;
+
+	a = on0(a);
 	fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"gice-stage\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,"
 		   "\"ts\":%llu.%03llu,\"dur\":%llu.%03llu%s%s%s}",
 		name, api_g.rank, tid, (unsigned long long)(a / 1000), (unsigned long long)(a % 1000),
@@ -110,6 +118,8 @@ static void async_slice(FILE *f, const char *name, uint64_t id, uint32_t tid, ui
 {
 	if (!a || b < a)
 		return;
+	a = on0(a);
+	b = on0(b);
 	fprintf(f, ",\n{\"ph\":\"b\",\"cat\":\"gice-stage\",\"name\":\"%s\",\"id\":\"0x%llx\",\"pid\":%u,"
 		   "\"tid\":%u,\"ts\":%llu.%03llu}",
 		name, (unsigned long long)id, api_g.rank, tid, (unsigned long long)(a / 1000),
@@ -153,8 +163,8 @@ static void write_events(FILE *f)
 			track_name(f, tid, "device %u stream %u: kernels", gid[i], e->a);
 			snprintf(name, sizeof(name), "%s c%u (%llu)%s", api_ev_name(e->kind), e->counter,
 				 (unsigned long long)e->value, e->status ? " (failed)" : "");
-			snprintf(args, sizeof(args), "\"written_us\":%llu.%03llu", (unsigned long long)(e->t[1] / 1000),
-				 (unsigned long long)(e->t[1] % 1000));
+			snprintf(args, sizeof(args), "\"written_us\":%llu.%03llu", (unsigned long long)(on0(e->t[1]) / 1000),
+				 (unsigned long long)(on0(e->t[1]) % 1000));
 			x_event(f, name, tid, e->t[0], e->t[2], args);
 			if (e->kind == API_EV_WAIT_STREAM && e->t[1] >= e->t[0] && e->t[1] <= e->t[2])
 				x_event(f, "written -> woke", tid, e->t[1], e->t[2], NULL);
@@ -184,6 +194,7 @@ static uint64_t flow_id(uint32_t src_gid, uint32_t msg_id)
  * ph ("s" leaving it, "f" arriving at it) of id. */
 static void flow_point(FILE *f, const char *name, uint32_t tid, uint64_t t, const char *ph, uint64_t id)
 {
+	t = on0(t);
 	fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"gice\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":%llu.%03llu,"
 		   "\"dur\":0.001}",
 		name, api_g.rank, tid, (unsigned long long)(t / 1000), (unsigned long long)(t % 1000));
@@ -236,8 +247,10 @@ void api_trace_write(const char *path)
 		return;
 	}
 	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"CLOCK_MONOTONIC\",\"rank\":%u,"
-		   "\"ranks\":%u},\"traceEvents\":[",
-		api_g.rank, api_g.size);
+		   "\"ranks\":%u,\"clock_aligned_to_rank0\":%s,\"clock_offset_ns\":%lld,\"clock_offset_bound_ns\":%llu},"
+		   "\"traceEvents\":[",
+		api_g.rank, api_g.size, api_g.clock_aligned ? "true" : "false", (long long)api_g.clock_offset_ns,
+		(unsigned long long)api_g.clock_bound_ns);
 	fprintf(f, "\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":\"rank %u\"}}", api_g.rank,
 		api_g.rank);
 	first = 0;

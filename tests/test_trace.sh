@@ -8,7 +8,8 @@
 # every rank writes PATH.R.json, and scripts/gice-trace-merge puts both ranks' events in one
 # file, where every flow crosses from one rank to the other (and refuses a rank given twice);
 # gicerun --trace OUT.json does that merge itself (and fails, naming it, when no rank left a
-# trace); the stages outside the engine (api_ev.h: host, kernel and stream waits with the
+# trace), and each rank's otherData says its clock offset to rank 0, estimated at bootstrap
+# (here, one machine: within its bound of 0); the stages outside the engine (api_ev.h: host, kernel and stream waits with the
 # waiter waking, stream writes, a ring allreduce's chunks) are well formed and in order.
 set -u
 cd "$(dirname "$0")/.."
@@ -96,9 +97,16 @@ out=$(GICE_PLANE=net timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 --trace "
 rc=$?
 [ "$rc" = 0 ] || { echo "FAIL: gicerun --trace: rc $rc: $out"; fail=1; }
 check "$tmp/run.json" 0,1 56 || { echo "FAIL: gicerun --trace: merged trace"; fail=1; }
+# each rank's otherData, with its clock offset to rank 0 from the bootstrap's pings: rank 0 exact,
+# rank 1 (on this machine, whose ranks share CLOCK_MONOTONIC: true offset 0) an estimate within
+# the bound the shortest ping's round trip gives
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["otherData"]
-assert d["merged_by"] == "gicerun" and [r["rank"] for r in d["per_rank"]] == [0, 1], d' "$tmp/run.json" ||
-	{ echo "FAIL: gicerun --trace: otherData"; fail=1; }
+assert d["merged_by"] == "gicerun" and [r["rank"] for r in d["per_rank"]] == [0, 1], d
+r0, r1 = d["per_rank"]
+assert r0["clock_aligned_to_rank0"] and r0["clock_offset_ns"] == 0 and r0["clock_offset_bound_ns"] == 0, r0
+assert r1["clock_aligned_to_rank0"] and 0 < r1["clock_offset_bound_ns"] and abs(r1["clock_offset_ns"]) <= r1["clock_offset_bound_ns"], r1
+print("clock offset of rank 1: %d ns, within +- %d ns" % (r1["clock_offset_ns"], r1["clock_offset_bound_ns"]))' \
+	"$tmp/run.json" || { echo "FAIL: gicerun --trace: otherData"; fail=1; }
 out=$(timeout "$(scaled 60)" "$build/bin/gicerun" -n 2 --trace "$tmp/none.json" true 2>&1)
 rc=$?
 case "$rc:$out" in
