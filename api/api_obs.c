@@ -1,6 +1,7 @@
 /* api_obs.c: what GICE_STATS prints beside the counters — per-stage latency percentiles of
- * the operations in the CT engines' trace rings (the most recent CT_TRACE_RING per device),
- * and each CT thread's busy share — and the GICE_STATS=json form of all of it. The samples
+ * the operations in the CT engines' trace rings (the most recent CT_TRACE_RING per device) and
+ * of the waits and collective chunks in the devices' stage rings (api_ev.h, whose records it
+ * also writes: api_ev_wait), and each CT thread's busy share — and the GICE_STATS=json form of all of it. The samples
  * also feed GICE_TRACE (api_trace.c).
  *
  * Devices are sampled when they close and, for those still open, at gice_finalize; both under

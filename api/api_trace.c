@@ -9,11 +9,15 @@
  * completion written). A flow arrow leads from each operation's issue (a 1 ns slice on the
  * initiator's "issued" track) to the moment its request landed at the target (a 1 ns slice on
  * the target's "landed" track, in the target rank's file: merged, the arrows cross ranks).
+ * The stage ring's records (api_ev.h) add a "waits" track per device (host and kernel waits,
+ * each holding "written -> woke"), stream waits and writes on their stream's track, and a
+ * "collective chunks" track per device (arrived -> woke, reduce, send per chunk).
  * Times are CLOCK_MONOTONIC in us, moved onto rank 0's clock by the offset the bootstrap
  * estimated (boot_clock: ~0 on one machine, whose ranks share that clock; otherData says the
  * offset and its bound), so gicerun --trace and scripts/gice-trace-merge can put several
  * ranks' files side by side as they are.
- * Nothing of this runs on the per-message path: the engine keeps its trace ring anyway. */
+ * Nothing of this runs on the per-message path: the engine keeps its trace ring anyway, and
+ * the stage ring costs a record where a stage happens (api_ev.h). */
 #include "api/api_internal.h"
 
 #include <stdarg.h>
