@@ -204,6 +204,8 @@ void api_trace_write(const char *path);
 void api_print_peer_stats(gice_device_t *d);
 /* api_watchdog.c: the watchdog thread (started by gice_init) */
 void *api_watchdog_main(void *arg);
+/* The watchdog's look at d, taken now by a wait about to time out; the events found. */
+int api_watch_now(gice_device_t *d);
 /* The fault schedule of GICE_FAULTS starts for device d (end of its open): network faults,
  * stalls, hang and kill count from now. */
 void api_faults_start(gice_device_t *d);

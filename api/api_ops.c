@@ -123,7 +123,11 @@ static int ctr_wait(gice_device_t *d, uint32_t c, tm_cmp_t cmp, uint64_t v, uint
 	tm_poll_t poll = {step_poll, step_done, &st, 1000000};
 	uint64_t spin = steps ? GICE_MAX(api_g.spin_ns, ct_engine_spin_ns(d->ct)) : api_g.spin_ns;
 
-	return tm_counter_wait_poll(d->tm, c, cmp, v, timeout_ns, idle, spin, steps ? &poll : NULL, seen);
+	int rc = tm_counter_wait_poll(d->tm, c, cmp, v, timeout_ns, idle, spin, steps ? &poll : NULL, seen);
+	/* a stall: the watchdog's verdict first, which may fail what this waits on (a lost peer) */
+	if (rc == GICE_ERR_TIMED_OUT && idle && api_watch_now(d))
+		rc = tm_counter_wait_poll(d->tm, c, cmp, v, timeout_ns, idle, spin, steps ? &poll : NULL, seen);
+	return rc;
 }
 
 /* A wait. timeout_ns 0: GICE_TIMEOUT_MS without progress (a stall: an error, logged as one);

@@ -211,6 +211,24 @@ void *api_watchdog_main(void *arg)
 	return NULL;
 }
 
+/* A wait that went its whole budget without progress takes the watchdog's look at its device
+ * itself, now, before it ends with a bare timeout: its budget is longer than the watchdog's
+ * verdict on a silent peer takes, but on a loaded machine the watchdog thread may not have run
+ * since. Returns the events found (a lost peer, a stalled CT: what the wait waited on may have
+ * failed with them). Not on any fast path: the caller has waited GICE_TIMEOUT_MS already. */
+int api_watch_now(gice_device_t *d)
+{
+	struct wd_events w = {.n = 0};
+
+	pthread_mutex_lock(&api_g.lock); /* as the watchdog: api_peer_lost runs under it */
+	if (d->live)
+		ct_engine_watch(d->ct, api_g.on_timeout, wd_collect, &w);
+	pthread_mutex_unlock(&api_g.lock);
+	for (uint32_t i = 0; i < w.n; i++)
+		wd_report(&w.ev[i]);
+	return (int)w.n;
+}
+
 int gice_set_error_callback(gice_error_cb_t cb, void *arg)
 {
 	pthread_mutex_lock(&api_g.lock);
