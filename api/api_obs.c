@@ -1,8 +1,8 @@
 /* api_obs.c: what GICE_STATS prints beside the counters — per-stage latency percentiles of
  * the operations in the CT engines' trace rings (the most recent CT_TRACE_RING per device) and
  * of the waits and collective chunks in the devices' stage rings (api_ev.h, whose records it
- * also writes: api_ev_wait), and each CT thread's busy share — and the GICE_STATS=json form of all of it. The samples
- * also feed GICE_TRACE (api_trace.c).
+ * also writes: api_ev_wait), and each CT thread's busy share — and the GICE_STATS=json form
+ * of all of it. The samples also feed GICE_TRACE (api_trace.c).
  *
  * Devices are sampled when they close and, for those still open, at gice_finalize; both under
  * api_g.lock (the watchdog's order: api_g.lock, then the engine's link lock). Nothing here runs
@@ -21,10 +21,14 @@
 /* The stages: of the network operations (the CT engines' rings), then of the api_ev.h records:
  * a waiter (host, kernel or stream wait that had to wait) woke after the completion it awaited
  * was written; a collective's chunk arrived, woke its block, was reduced, was sent on. */
-enum { OBS_PICKUP, OBS_WIRE, OBS_DONE, OBS_TOTAL, OBS_WOKE, OBS_CHUNK_WOKE, OBS_CHUNK_REDUCE, OBS_CHUNK_SEND, OBS_STAGES };
+enum {
+	OBS_PICKUP, OBS_WIRE, OBS_DONE, OBS_TOTAL,
+	OBS_WOKE, OBS_CHUNK_WOKE, OBS_CHUNK_REDUCE, OBS_CHUNK_SEND,
+	OBS_STAGES
+};
 static const char *const obs_stage_name[OBS_STAGES] = {
-	"issue_to_pickup",       "pickup_to_first_tx", "first_tx_to_complete", "issue_to_complete",
-	"complete_to_woke",      "chunk_arrived_to_woke", "chunk_woke_to_reduced", "chunk_reduced_to_sent"};
+	"issue_to_pickup",  "pickup_to_first_tx",    "first_tx_to_complete",  "issue_to_complete",
+	"complete_to_woke", "chunk_arrived_to_woke", "chunk_woke_to_reduced", "chunk_reduced_to_sent"};
 #define OBS_SAMPLES (OBS_TRACES > OBS_EVS ? OBS_TRACES : OBS_EVS)
 
 static struct {
@@ -129,8 +133,8 @@ static void stages(uint64_t *v[OBS_STAGES], uint32_t n[OBS_STAGES])
 		if (e->kind <= API_EV_WAIT_STREAM && !e->status && e->t[1] >= e->t[0] && e->t[2] >= e->t[1])
 			v[OBS_WOKE][n[OBS_WOKE]++] = e->t[2] - e->t[1]; /* it had to wait: the wake-up */
 		else if (e->kind == API_EV_CHUNK_RS || e->kind == API_EV_CHUNK_AG)
-			for (int k = 0; k < 3; k++)
-				if (e->t[k] && e->t[k + 1] >= e->t[k])
+			for (int k = 0; k < 3; k++) /* an allgather chunk is not reduced: no sample */
+				if (e->t[k] && e->t[k + 1] >= e->t[k] && (k != 1 || e->kind == API_EV_CHUNK_RS))
 					v[OBS_CHUNK_WOKE + k][n[OBS_CHUNK_WOKE + k]++] = e->t[k + 1] - e->t[k];
 	}
 	for (int k = 0; k < OBS_STAGES; k++)
