@@ -211,6 +211,10 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return GICE_ERR_NO_MEMORY;
+	if ((api_g.stats || api_g.trace_path[0]) && !(d->evs = calloc(API_EVS, sizeof(*d->evs)))) {
+		rc = GICE_ERR_NO_MEMORY;
+		goto err_free;
+	}
 	if ((rc = param_u32(ct_params, "GICE_CTS", a.n_cts, &d->n_cts)) ||
 	    (rc = param_u32(smt_params, "GICE_SMS", a.n_sms, &a.n_sms)) ||
 	    (rc = param_u32(tm_params, "GICE_COUNTERS", 0, &lay.n_counters)) ||
@@ -336,6 +340,7 @@ err_slot:
 	api_g.devs[d->index] = NULL;
 	pthread_mutex_unlock(&api_g.lock);
 err_free:
+	free(d->evs);
 	free(d);
 	return rc;
 }
@@ -375,6 +380,7 @@ int gice_device_close(gice_device_t *d)
 	d->smt = NULL;
 	tm_region_destroy(d->tm);
 	api_device_bury(d->ep, d->hbm);
+	free(d->evs);
 	free(d);
 	return GICE_OK;
 }

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 
+#include "api/api_ev.h"
 #include "api/gice.h"
 #include "emu/common/common.h"
 #include "emu/common/config.h"
@@ -39,7 +40,23 @@ struct gice_device {
 	/* storage path and pools (api_storage.c, api_pool.c) */
 	_Atomic(sto_engine_t *) sto; /* started by the first gice_file_open, under api_g.lock */
 	uint64_t comm_off;           /* the communication pool is [comm_off, size); size: none */
+	/* GICE_STATS / GICE_TRACE: its stage ring (api_ev.h), NULL when both are off */
+	api_ev_t *evs;
+	_Atomic uint64_t evs_n;
 };
+
+/* A slot of d's stage ring to fill, or NULL when GICE_STATS and GICE_TRACE are off. */
+static inline api_ev_t *api_ev_take(gice_device_t *d)
+{
+	if (!d->evs)
+		return NULL;
+	return &d->evs[atomic_fetch_add_explicit(&d->evs_n, 1, memory_order_relaxed) % API_EVS];
+}
+/* A wait (kind API_EV_WAIT_*) on counter c of d for value, from t0 to t_woke, has ended with
+ * status: record it with the counter's last write (nothing when d has no ring). sid: the
+ * stream of a stream wait. */
+void api_ev_wait(gice_device_t *d, uint32_t kind, uint32_t c, uint64_t value, uint64_t t0, uint64_t t_woke,
+		 uint32_t sid, int status);
 
 struct launch;
 
@@ -104,6 +121,11 @@ struct api_state {
 	uint32_t opened; /* devices opened so far: the k-th open on every rank is collective round k */
 	boot_t *boot;
 	uint32_t rank, size;
+	/* GICE_TRACE: rank 0's CLOCK_MONOTONIC = ours + clock_offset_ns, within +- clock_bound_ns
+	 * (boot_clock); clock_aligned 0 when it was not measured (PMIx) */
+	int64_t clock_offset_ns;
+	uint64_t clock_bound_ns;
+	int clock_aligned;
 	struct dev_blob *remote; /* devices of other ranks, learned at each collective open */
 	struct peer_map *remote_map; /* parallel to remote */
 	uint32_t n_remote;
@@ -175,6 +197,8 @@ uint32_t api_obs_landed(const ct_rx_trace_t **rx, const uint32_t **gid);
  * *sid; the count. */
 void api_obs_collect_kernels(const gice_stream_t *s, uint32_t sid);
 uint32_t api_obs_kernels(const api_kslice_t **k, const uint32_t **gid, const uint32_t **sid);
+/* The stage records (api_ev.h) collected so far, each with its device in *gid; the count. */
+uint32_t api_obs_events(const api_ev_t **ev, const uint32_t **gid);
 void api_obs_reset(void);
 /* api_trace.c: GICE_TRACE=path: write the samples as Trace Event JSON (gice_finalize). */
 void api_trace_write(const char *path);

@@ -1,7 +1,8 @@
 /* api_obs.c: what GICE_STATS prints beside the counters — per-stage latency percentiles of
- * the operations in the CT engines' trace rings (the most recent CT_TRACE_RING per device),
- * and each CT thread's busy share — and the GICE_STATS=json form of all of it. The samples
- * also feed GICE_TRACE (api_trace.c).
+ * the operations in the CT engines' trace rings (the most recent CT_TRACE_RING per device) and
+ * of the waits and collective chunks in the devices' stage rings (api_ev.h, whose records it
+ * also writes: api_ev_wait), and each CT thread's busy share — and the GICE_STATS=json form
+ * of all of it. The samples also feed GICE_TRACE (api_trace.c).
  *
  * Devices are sampled when they close and, for those still open, at gice_finalize; both under
  * api_g.lock (the watchdog's order: api_g.lock, then the engine's link lock). Nothing here runs
@@ -15,10 +16,20 @@
 #define OBS_TRACES 4096u /* operations kept across devices (the most recent per device) */
 #define OBS_CTS 256u
 #define OBS_KERNELS 8192u
+#define OBS_EVS 8192u /* stage records (api_ev.h) kept across devices */
 
-enum { OBS_PICKUP, OBS_WIRE, OBS_DONE, OBS_TOTAL, OBS_STAGES };
-static const char *const obs_stage_name[OBS_STAGES] = {"issue_to_pickup", "pickup_to_first_tx",
-						       "first_tx_to_complete", "issue_to_complete"};
+/* The stages: of the network operations (the CT engines' rings), then of the api_ev.h records:
+ * a waiter (host, kernel or stream wait that had to wait) woke after the completion it awaited
+ * was written; a collective's chunk arrived, woke its block, was reduced, was sent on. */
+enum {
+	OBS_PICKUP, OBS_WIRE, OBS_DONE, OBS_TOTAL,
+	OBS_WOKE, OBS_CHUNK_WOKE, OBS_CHUNK_REDUCE, OBS_CHUNK_SEND,
+	OBS_STAGES
+};
+static const char *const obs_stage_name[OBS_STAGES] = {
+	"issue_to_pickup",  "pickup_to_first_tx",    "first_tx_to_complete",  "issue_to_complete",
+	"complete_to_woke", "chunk_arrived_to_woke", "chunk_woke_to_reduced", "chunk_reduced_to_sent"};
+#define OBS_SAMPLES (OBS_TRACES > OBS_EVS ? OBS_TRACES : OBS_EVS)
 
 static struct {
 	ct_trace_t tr[OBS_TRACES];
@@ -35,7 +46,34 @@ static struct {
 	api_kslice_t k[OBS_KERNELS]; /* GICE_TRACE: kernels of the streams destroyed so far */
 	uint32_t k_gid[OBS_KERNELS], k_sid[OBS_KERNELS];
 	uint32_t n_k;
+	api_ev_t ev[OBS_EVS]; /* the devices' stage records (api_ev.h) */
+	uint32_t ev_gid[OBS_EVS];
+	uint32_t n_ev;
 } obs;
+
+const char *api_ev_name(uint32_t kind)
+{
+	static const char *const names[] = {
+#define API_EV_NAME_(name, str) str,
+		API_EV_LIST(API_EV_NAME_)
+#undef API_EV_NAME_
+	};
+	return kind < API_EV_KINDS ? names[kind] : "?";
+}
+
+void api_ev_wait(gice_device_t *d, uint32_t kind, uint32_t c, uint64_t value, uint64_t t0, uint64_t t_woke,
+		 uint32_t sid, int status)
+{
+	api_ev_t *e = api_ev_take(d);
+	tm_counter_state_t cs;
+
+	if (!e)
+		return;
+	tm_counter_get(d->tm, c, &cs);
+	/* written after the waiter woke: a later write than the one it saw, which is unknown (0) */
+	*e = (api_ev_t){.kind = kind, .counter = c, .a = sid, .value = value,
+			.t = {t0, cs.ts_ns <= t_woke ? cs.ts_ns : 0, t_woke}, .status = status};
+}
 
 void api_obs_collect(gice_device_t *d)
 {
@@ -51,6 +89,13 @@ void api_obs_collect(gice_device_t *d)
 	for (uint32_t i = 0; i < n && obs.n_rx < OBS_TRACES; i++) {
 		obs.rx_gid[obs.n_rx] = d->gid;
 		obs.rx[obs.n_rx++] = rx[i];
+	}
+	if (d->evs) { /* its SM and stream threads have ended, or (finalize) its writers are done */
+		uint64_t end = atomic_load_explicit(&d->evs_n, memory_order_relaxed);
+		for (uint64_t i = end - GICE_MIN(end, (uint64_t)API_EVS); i < end && obs.n_ev < OBS_EVS; i++) {
+			obs.ev_gid[obs.n_ev] = d->gid;
+			obs.ev[obs.n_ev++] = d->evs[i % API_EVS];
+		}
 	}
 	for (uint32_t c = 0; c < d->n_cts && obs.n_ct < OBS_CTS; c++) {
 		struct obs_ct *o = &obs.ct[obs.n_ct];
@@ -79,9 +124,18 @@ static void stages(uint64_t *v[OBS_STAGES], uint32_t n[OBS_STAGES])
 		const uint64_t to[OBS_STAGES] = {t->t_pickup, t->t_first_tx, t->t_complete, t->t_complete};
 		if (t->status)
 			continue;
-		for (int k = 0; k < OBS_STAGES; k++)
+		for (int k = 0; k <= OBS_TOTAL; k++)
 			if (from[k] && to[k] >= from[k])
 				v[k][n[k]++] = to[k] - from[k];
+	}
+	for (uint32_t i = 0; i < obs.n_ev; i++) {
+		const api_ev_t *e = &obs.ev[i];
+		if (e->kind <= API_EV_WAIT_STREAM && !e->status && e->t[1] >= e->t[0] && e->t[2] >= e->t[1])
+			v[OBS_WOKE][n[OBS_WOKE]++] = e->t[2] - e->t[1]; /* it had to wait: the wake-up */
+		else if (e->kind == API_EV_CHUNK_RS || e->kind == API_EV_CHUNK_AG)
+			for (int k = 0; k < 3; k++) /* an allgather chunk is not reduced: no sample */
+				if (e->t[k] && e->t[k + 1] >= e->t[k] && (k != 1 || e->kind == API_EV_CHUNK_RS))
+					v[OBS_CHUNK_WOKE + k][n[OBS_CHUNK_WOKE + k]++] = e->t[k + 1] - e->t[k];
 	}
 	for (int k = 0; k < OBS_STAGES; k++)
 		qsort(v[k], n[k], sizeof(uint64_t), cmp_u64);
@@ -98,7 +152,8 @@ static void print_text(char *line, size_t len, uint64_t *v[OBS_STAGES], const ui
 {
 	size_t n = 0;
 
-	OBS_PUT("gice stats: rank %u: stages of its last %u operations (us, p50/p99/max):", api_g.rank, obs.n_tr);
+	OBS_PUT("gice stats: rank %u: stages of its last %u operations and %u waits and chunks (us, p50/p99/max):",
+		api_g.rank, obs.n_tr, obs.n_ev);
 	for (int k = 0; k < OBS_STAGES; k++)
 		if (cnt[k])
 			OBS_PUT(" %s %.2f/%.2f/%.2f", obs_stage_name[k], q_us(v[k], cnt[k], 0.5), q_us(v[k], cnt[k], 0.99),
@@ -126,7 +181,7 @@ static void print_json(char *line, size_t len, const gice_stats_t *t, uint64_t *
 	sep = ",";
 	GICE_STATS_LIST(OBS_JSON_COUNTER)
 #undef OBS_JSON_COUNTER
-	OBS_PUT("},\"operations\":%u,\"stages_us\":{", obs.n_tr);
+	OBS_PUT("},\"operations\":%u,\"events\":%u,\"stages_us\":{", obs.n_tr, obs.n_ev);
 	for (int k = 0; k < OBS_STAGES; k++) {
 		OBS_PUT("%s\"%s\":{\"n\":%u", k ? "," : "", obs_stage_name[k], cnt[k]);
 		if (cnt[k])
@@ -186,16 +241,25 @@ uint32_t api_obs_landed(const ct_rx_trace_t **rx, const uint32_t **gid)
 	return obs.n_rx;
 }
 
-void api_obs_reset(void) { obs.n_tr = obs.n_ct = obs.n_k = obs.n_rx = 0; }
+uint32_t api_obs_events(const api_ev_t **ev, const uint32_t **gid)
+{
+	*ev = obs.ev;
+	*gid = obs.ev_gid;
+	return obs.n_ev;
+}
+
+void api_obs_reset(void) { obs.n_tr = obs.n_ct = obs.n_k = obs.n_rx = obs.n_ev = 0; }
 
 void api_obs_print(const gice_stats_t *t, int json)
 {
-	static uint64_t buf[OBS_STAGES][OBS_TRACES];
-	uint64_t *v[OBS_STAGES] = {buf[0], buf[1], buf[2], buf[3]};
+	static uint64_t buf[OBS_STAGES][OBS_SAMPLES];
+	uint64_t *v[OBS_STAGES];
 	uint32_t cnt[OBS_STAGES] = {0};
 	size_t len = 8192 + (size_t)obs.n_ct * 96;
 	char *line = malloc(len);
 
+	for (int k = 0; k < OBS_STAGES; k++)
+		v[k] = buf[k];
 	stages(v, cnt);
 	if (line && json)
 		print_json(line, len, t, v, cnt);

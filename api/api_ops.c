@@ -136,14 +136,17 @@ static int ctr_wait(gice_device_t *d, uint32_t c, tm_cmp_t cmp, uint64_t v, uint
  * else at most timeout_ns (the caller's choice: a timed-out poll is logged at debug). A wait
  * ended by the device's abort names why once, at the abort. */
 static int wait_counter(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ns,
-			int steps, uint64_t *found, const char *who)
+			int steps, uint64_t *found, uint32_t kind, const char *who)
 {
 	uint64_t seen = 0, t = timeout_ns ? timeout_ns : api_g.idle_ns;
+	uint64_t t0 = d->evs ? gice_now_ns() : 0; /* GICE_STATS, GICE_TRACE: the waiter's stage */
 	int rc;
 
 	if (!api_ctr_ok(d, c) || (unsigned)cmp > GICE_CMP_LE)
 		return GICE_ERR_INVALID;
 	rc = ctr_wait(d, c, (tm_cmp_t)cmp, target, t, !timeout_ns, steps, &seen);
+	if (t0 && rc == GICE_OK)
+		api_ev_wait(d, kind, c, target, t0, gice_now_ns(), 0, rc);
 	tm_counter_state_t cs;
 	if (rc == GICE_ERR_TIMED_OUT && (tm_counter_get(d->tm, c, &cs), cs.fail))
 		gice_debug("api", "%s on device %u counter %u: it records a failure (%s; the watchdog said why)", who,
@@ -164,7 +167,8 @@ static int wait_counter(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint
 int gice_counter_wait(gice_device_t *d, gice_counter_t c, gice_cmp_t cmp, uint64_t target, uint64_t timeout_ms,
 		      uint64_t *found)
 {
-	return wait_counter(d, c, cmp, target, timeout_ms * 1000000ull, 0, found, "gice_counter_wait");
+	return wait_counter(d, c, cmp, target, timeout_ms * 1000000ull, 0, found, API_EV_WAIT_HOST,
+			    "gice_counter_wait");
 }
 
 /* ---------------------------------------------------------------- operations */
@@ -425,7 +429,7 @@ int gice_wait_until(gice_kctx_t *k, gice_counter_t c, gice_cmp_t cmp, uint64_t v
 
 	if (!rc)
 		rc = wait_counter(k->dev, c, cmp, value, timeout_us * 1000ull, kernel_steps(k->dev), &seen,
-				  "gice_wait_until");
+				  API_EV_WAIT_KERNEL, "gice_wait_until");
 	/* a failure reaches the host through the kernel's stream, but a poll that timed out at the
 	 * caller's own timeout is the caller's business */
 	if (rc && !(rc == GICE_ERR_TIMED_OUT && timeout_us))

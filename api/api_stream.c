@@ -151,6 +151,20 @@ int api_launch_flush(gice_kctx_t *k)
 	return k->dev->host_mode && k->launch ? launch_flush(k->launch) : GICE_OK;
 }
 
+/* GICE_STATS, GICE_TRACE: a wait or write the stream thread ran, into the device's stage ring. */
+static void stream_traced(void *arg, const smt_cmd_trace_t *t)
+{
+	gice_stream_t *s = arg;
+	api_ev_t *e;
+
+	if (!t->write)
+		api_ev_wait(s->dev, API_EV_WAIT_STREAM, t->counter, t->value, t->t_start, t->t_end, smt_stream_id(s->s),
+			    t->status);
+	else if ((e = api_ev_take(s->dev)))
+		*e = (api_ev_t){.kind = API_EV_STREAM_WRITE, .counter = t->counter, .a = smt_stream_id(s->s),
+				.value = t->value, .t = {t->t_start, t->t_end, t->t_end}};
+}
+
 int gice_stream_create(gice_device_t *d, gice_stream_t **out)
 {
 	gice_stream_t *s = calloc(1, sizeof(*s));
@@ -165,6 +179,8 @@ int gice_stream_create(gice_device_t *d, gice_stream_t **out)
 	}
 	if ((rc = smt_stream_create(d->smt, &s->s)))
 		goto err_free;
+	if (d->evs)
+		smt_stream_set_trace(s->s, stream_traced, s);
 	/* one record per queue position; calloc: the pages of positions never used stay untouched */
 	s->n_launches = smt_stream_depth(s->s);
 	s->launches = calloc(s->n_launches, sizeof(*s->launches));

@@ -45,6 +45,40 @@ struct ring {
 	int left_plane;        /* the left is on the plane */
 };
 
+/* GICE_STATS, GICE_TRACE: a chunk's stages (api_ev.h CHUNK_*), when the device keeps a ring. */
+struct chunk_t {
+	uint64_t t[3]; /* arrived (its counter's last change), woke, reduced */
+};
+
+/* The block woke for the chunk that signals ctr: its arrival and now. */
+static void chunk_woke(const struct ring *g, gice_counter_t ctr, struct chunk_t *ch)
+{
+	tm_counter_state_t cs;
+
+	if (!g->k->dev->evs)
+		return;
+	tm_counter_get(g->k->dev->tm, ctr, &cs); /* before the clock: never after the wake-up */
+	ch->t[0] = cs.ts_ns;
+	ch->t[1] = ch->t[2] = gice_now_ns();
+}
+
+static void chunk_reduced(const struct ring *g, struct chunk_t *ch)
+{
+	if (g->k->dev->evs)
+		ch->t[2] = gice_now_ns();
+}
+
+/* The chunk (step s, number j) is sent on: its record, with ctr its signal counter. */
+static void chunk_sent(const struct ring *g, uint32_t kind, gice_counter_t ctr, uint32_t s, size_t j,
+		       const struct chunk_t *ch)
+{
+	api_ev_t *e = api_ev_take(g->k->dev);
+
+	if (e)
+		*e = (api_ev_t){.kind = kind, .counter = ctr, .a = s, .b = (uint32_t)j,
+				.t = {ch->t[0], ch->t[1], ch->t[2], gice_now_ns()}};
+}
+
 static size_t seg_lo(const struct ring *g, uint32_t seg)
 {
 	return (size_t)((unsigned __int128)g->total * seg / g->n);
@@ -105,7 +139,8 @@ static int wait_done(struct ring *g)
 
 /* The final value of chunk (lo, len), reduced from own (this device's data) and in (the landing
  * slot, at heap offset in_off): where it goes by kind. */
-static int ring_final(struct ring *g, size_t lo, size_t len, const uint8_t *own, uint8_t *in, uint64_t in_off)
+static int ring_final(struct ring *g, size_t lo, size_t len, const uint8_t *own, uint8_t *in, uint64_t in_off,
+		      struct chunk_t *ch)
 {
 	const struct coll_call *c = g->c;
 	uint8_t *dst;
@@ -124,6 +159,7 @@ static int ring_final(struct ring *g, size_t lo, size_t len, const uint8_t *own,
 	coll_reduce(dst, own, in, len, c->type, c->op);
 	if (c->op == GICE_RED_AVG)
 		coll_scale(dst, len, c->type, g->n);
+	chunk_reduced(g, ch);
 	if (c->kind == COLL_ALLREDUCE)
 		return ring_send(g, c->recv + lo * g->esz, dst, len, g->st->c[COLL_C_AG]);
 	if (c->kind == COLL_REDUCE && g->rank != c->root) {
@@ -156,24 +192,29 @@ static int ring_reduce_scatter(struct ring *g, size_t r, size_t K)
 	for (uint32_t s = 0; s + 1 < g->n; s++) {
 		uint32_t x = (g->me + 2 * g->n - s - 1) % g->n;
 		for (size_t j = 0; j < K; j++) {
+			struct chunk_t ch = {{0}};
 			if ((rc = coll_wait(g->k, g->st->c[COLL_C_RS], ++l->rs)))
 				return rc;
+			chunk_woke(g, g->st->c[COLL_C_RS], &ch);
 			ring_chunk(g, x, r, j, &lo, &len);
 			uint64_t in_off = bank + (s * g->P + j * g->ce) * g->esz;
 			uint64_t next = bank + ((s + 1) * g->P + j * g->ce) * g->esz;
 			uint8_t *in = slots + (in_off - bank);
 			const uint8_t *own = g->send + lo * g->esz;
 			if (s + 2 == g->n)
-				rc = ring_final(g, lo, len, own, in, in_off);
+				rc = ring_final(g, lo, len, own, in, in_off, &ch);
 			else if (g->rheap) { /* NVLink plane: reduce straight into the right's bank */
 				coll_reduce(g->rheap + next, own, in, len, c->type, c->op);
+				chunk_reduced(g, &ch);
 				rc = plane_announce(g, g->right, g->st->c[COLL_C_RS]);
 			} else { /* reduce in the slot, put from there */
 				coll_reduce(in, own, in, len, c->type, c->op);
+				chunk_reduced(g, &ch);
 				rc = ring_send(g, next, in, len, g->st->c[COLL_C_RS]);
 			}
 			if (rc)
 				return rc;
+			chunk_sent(g, API_EV_CHUNK_RS, g->st->c[COLL_C_RS], s + 1, j, &ch);
 		}
 	}
 	/* this bank is read, and no put reads it any more: the left may fill it again (G + 2) */
@@ -202,13 +243,16 @@ static int ring_allgather(struct ring *g, size_t r, size_t K, int send_own)
 	for (uint32_t t = 0; t + 1 < g->n; t++) {
 		uint32_t x = (g->me + g->n - t) % g->n;
 		for (size_t j = 0; j < K; j++) {
+			struct chunk_t ch = {{0}};
 			if ((rc = coll_wait(g->k, g->st->c[COLL_C_AG], ++g->l->ag)))
 				return rc;
 			if (t + 2 == g->n)
 				continue;
+			chunk_woke(g, g->st->c[COLL_C_AG], &ch);
 			ring_chunk(g, x, r, j, &lo, &len);
 			if ((rc = ring_send(g, c->recv + lo * g->esz, g->recv + lo * g->esz, len, g->st->c[COLL_C_AG])))
 				return rc;
+			chunk_sent(g, API_EV_CHUNK_AG, g->st->c[COLL_C_AG], t + 1, j, &ch);
 		}
 	}
 	return GICE_OK;

@@ -223,6 +223,9 @@ int gice_init(void)
 	}
 	api_g.rank = boot_rank(api_g.boot);
 	api_g.size = boot_size(api_g.boot);
+	api_g.clock_offset_ns = 0;
+	api_g.clock_bound_ns = 0;
+	api_g.clock_aligned = boot_clock(api_g.boot, &api_g.clock_offset_ns, &api_g.clock_bound_ns);
 	host_identity(api_g.host, sizeof(api_g.host));
 	pid_identity(api_g.pidns, sizeof(api_g.pidns));
 	api_g.machine_ranks = machine_ranks();

@@ -43,6 +43,8 @@ typedef struct pmix_call pmix_call_t;
 struct boot {
 	uint32_t rank, size;
 	uint64_t secret, timeout_ns;
+	int64_t clock_offset_ns; /* rank 0's CLOCK_MONOTONIC minus ours (clock_sync) */
+	uint64_t clock_rtt_ns;   /* the round trip of that estimate; 0: not measured */
 	int *fds; /* rank 0: fd of each rank (fds[0] unused); others: fds[0] to rank 0 */
 #ifdef GICE_HAVE_PMIX
 	int pmix;        /* rank, size and exchanges come from the launcher's PMIx server */
@@ -481,6 +483,48 @@ static unsigned long foreign_tasks(const char **var)
 	return 0;
 }
 
+/* Clock alignment, on the set-up sockets: each rank in turn pings rank 0 BOOT_CLOCK_PINGS times
+ * (t1 = its clock, sent; rank 0 answers with its clock t0; back at t2) and keeps the ping of the
+ * shortest round trip: offset = t0 - (t1 + t2) / 2. Rank 0 read t0 between t1 and t2, so the
+ * true offset is within rtt / 2 of the estimate, whatever the delays of each direction. */
+#define BOOT_CLOCK_PINGS 8
+static int clock_sync(boot_t *b)
+{
+	uint64_t deadline = deadline_of(b), t0, t1, t2;
+	int rc;
+
+	if (b->rank == 0) {
+		b->clock_rtt_ns = 1; /* its own clock: exact */
+		for (uint32_t r = 1; r < b->size; r++)
+			for (int i = 0; i < BOOT_CLOCK_PINGS; i++) {
+				if ((rc = xfer(b->fds[r], &t1, sizeof(t1), 0, deadline)))
+					goto fail;
+				t0 = gice_now_ns();
+				if ((rc = xfer(b->fds[r], &t0, sizeof(t0), 1, deadline)))
+					goto fail;
+			}
+		return GICE_OK;
+	fail:
+		gice_error("boot", "rank 0: clock alignment with the other ranks failed: %s", gice_status_name(rc));
+		return rc;
+	}
+	for (int i = 0; i < BOOT_CLOCK_PINGS; i++) {
+		t1 = gice_now_ns();
+		if ((rc = xfer(b->fds[0], &t1, sizeof(t1), 1, deadline)) || (rc = xfer(b->fds[0], &t0, sizeof(t0), 0, deadline))) {
+			gice_error("boot", "rank %u: clock alignment with rank 0 failed: %s", b->rank, gice_status_name(rc));
+			return rc;
+		}
+		t2 = gice_now_ns();
+		if (!b->clock_rtt_ns || t2 - t1 < b->clock_rtt_ns) {
+			b->clock_rtt_ns = GICE_MAX(t2 - t1, (uint64_t)1);
+			b->clock_offset_ns = (int64_t)(t0 - t1) - (int64_t)((t2 - t1) / 2);
+		}
+	}
+	gice_debug("boot", "rank %u: clock offset to rank 0 %lld ns (+- %llu ns)", b->rank, (long long)b->clock_offset_ns,
+		   (unsigned long long)(b->clock_rtt_ns / 2));
+	return GICE_OK;
+}
+
 int boot_init(boot_t **out)
 {
 	uint64_t rank, size, tmo;
@@ -560,7 +604,8 @@ int boot_init(boot_t **out)
 	b->secret = gice_random_u64();
 	if (size > 1) {
 		if ((rc = resolve(spec, &ss, &sl)) ||
-		    (rc = rank == 0 ? root_accept(b, &ss, sl, spec) : leaf_connect(b, &ss, sl, spec))) {
+		    (rc = rank == 0 ? root_accept(b, &ss, sl, spec) : leaf_connect(b, &ss, sl, spec)) ||
+		    (rc = clock_sync(b))) {
 			boot_fini(b);
 			return rc;
 		}
@@ -593,6 +638,15 @@ void boot_fini(boot_t *b)
 uint32_t boot_rank(const boot_t *b) { return b->rank; }
 uint32_t boot_size(const boot_t *b) { return b->size; }
 uint64_t boot_secret(const boot_t *b) { return b->secret; }
+
+int boot_clock(const boot_t *b, int64_t *offset_ns, uint64_t *bound_ns)
+{
+	if (b->size > 1 && !b->clock_rtt_ns)
+		return 0;
+	*offset_ns = b->clock_offset_ns;
+	*bound_ns = b->size > 1 && b->rank ? b->clock_rtt_ns / 2 : 0;
+	return 1;
+}
 
 int boot_allgather(boot_t *b, const void *mine, size_t len, void *all)
 {

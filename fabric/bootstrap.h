@@ -34,6 +34,11 @@ void boot_fini(boot_t *b);
 uint32_t boot_rank(const boot_t *b);
 uint32_t boot_size(const boot_t *b);
 uint64_t boot_secret(const boot_t *b);
+/* This rank's CLOCK_MONOTONIC against rank 0's, estimated at boot_init (the shortest of a few
+ * pings over the rendezvous socket): rank 0's clock = ours + *offset_ns, within +- *bound_ns
+ * (half that ping's round trip). 1 when measured (rank 0, a one-rank job: offset 0, bound 0),
+ * 0 when not (under PMIx there is no socket to ping over). */
+int boot_clock(const boot_t *b, int64_t *offset_ns, uint64_t *bound_ns);
 /* Collective: every rank gives len bytes; all receives size * len bytes in rank order. */
 int boot_allgather(boot_t *b, const void *mine, size_t len, void *all);
 int boot_barrier(boot_t *b);

@@ -16,22 +16,7 @@ export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_UDP_IFACE=${FI_UDP_IFACE:-lo}
 # compare transport with transport: without the NVLink plane every byte crosses the provider,
 # as fi_pingpong's do (GICE_PLANE=auto shows what the plane adds on one host)
 export GICE_PLANE=${GICE_PLANE:-net}
-port=47601
-
-median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-
-# fi_pingpong SIZE ITERS PROVIDER → "usec_per_xfer MBps"
-fipp() {
-	local size=$1 iters=$2 prov=$3 out
-	port=$((port + 1))
-	timeout 60 fi_pingpong -p "$prov" -e rdm -S "$size" -I "$iters" -B "$port" >/dev/null 2>&1 &
-	local srv=$!
-	sleep 0.3
-	out=$(timeout 60 fi_pingpong -p "$prov" -e rdm -S "$size" -I "$iters" -P "$port" 127.0.0.1 2>/dev/null) || true
-	wait "$srv" 2>/dev/null || true
-	# columns: bytes iters total time MB/sec usec/xfer Mxfers/sec
-	echo "$out" | awk -v s="$size" '$1 ~ /^[0-9]/ && NF >= 6 { print $(NF-1), $(NF-2) }' | tail -1
-}
+. scripts/bench-lib.sh # median, fipp
 
 printf '%-6s %10s %12s %12s %8s\n' provider metric gice fi_pingpong ratio
 for prov in "${@:-shm tcp}"; do

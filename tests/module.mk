@@ -20,3 +20,4 @@ TEST_SCRIPTS += test_auth
 TESTS += test_coll
 TEST_SCRIPTS += test_stats
 TEST_SCRIPTS += test_trace
+TEST_SCRIPTS += test_compare

@@ -6,7 +6,9 @@
 # sequenced packet once, no ACKs), ops_done is the 111 operations issued; GICE_STATS=json one
 # JSON object per rank that parses, with the same counters, every stage's n, p50 <= p90 <= p99
 # <= max, and busy shares within [0, 1], and one per device and peer whose tx_pkts are the
-# peer's rx_pkts from it; a bad GICE_STATS is refused with its message.
+# peer's rx_pkts from it; the waits of the ping-pong kernel give complete_to_woke percentiles
+# (a chunked ring allreduce its chunk stages: tests/test_trace.sh); a bad GICE_STATS is refused
+# with its message.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -25,7 +27,7 @@ stage="($num/$num/$num|-)"
 for r in 0 1; do
 	[ "$(echo "$out" | grep -c "^gice stats: rank $r: tx_pkts [0-9]* rx_pkts [0-9]* ")" = 1 ] ||
 		{ echo "FAIL: rank $r: no counter line"; fail=1; }
-	[ "$(echo "$out" | grep -cE "^gice stats: rank $r: stages of its last [0-9]+ operations \(us, p50/p99/max\): issue_to_pickup $stage pickup_to_first_tx $stage first_tx_to_complete $stage issue_to_complete $num/$num/$num$")" = 1 ] ||
+	[ "$(echo "$out" | grep -cE "^gice stats: rank $r: stages of its last [0-9]+ operations and [0-9]+ waits and chunks \(us, p50/p99/max\): issue_to_pickup $stage pickup_to_first_tx $stage first_tx_to_complete $stage issue_to_complete $num/$num/$num complete_to_woke $num/$num/$num chunk_arrived_to_woke - chunk_woke_to_reduced - chunk_reduced_to_sent -$")" = 1 ] ||
 		{ echo "FAIL: rank $r: no stage line"; fail=1; }
 	[ "$(echo "$out" | grep -cE "^gice stats: rank $r: CT busy share \(the rest polling or asleep\):( d[0-9]+\.ct[0-9]+ [0-9]+\.[0-9]%)+$")" = 1 ] ||
 		{ echo "FAIL: rank $r: no CT busy line"; fail=1; }
@@ -62,8 +64,11 @@ for r, o in ranks.items():
         r, c["tx_pkts"], p["rx_pkts"])
     assert "retransmits" in c and "fault_drops" in c
     st = o["stages_us"]
-    assert set(st) == {"issue_to_pickup", "pickup_to_first_tx", "first_tx_to_complete", "issue_to_complete"}
+    assert set(st) == {"issue_to_pickup", "pickup_to_first_tx", "first_tx_to_complete", "issue_to_complete",
+                       "complete_to_woke", "chunk_arrived_to_woke", "chunk_woke_to_reduced", "chunk_reduced_to_sent"}
     assert st["issue_to_complete"]["n"] == 111 == o["operations"], st["issue_to_complete"]
+    # the ping-pong kernel waits for each reply: some of its waits had to (the reply was not there yet)
+    assert 0 < st["complete_to_woke"]["n"] <= o["events"], (st["complete_to_woke"], o["events"])
     for name, s in st.items():
         if s["n"]:
             assert 0 <= s["p50"] <= s["p90"] <= s["p99"] <= s["max"], (name, s)

@@ -13,3 +13,12 @@ $(BUILD)/bin/gice-bench: $(GICE_BENCH_OBJS) $(BUILD)/lib/libgice.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(GICE_BENCH_OBJS) $(BUILD)/lib/libgice.a $(LDLIBS)
 -include $(GICE_BENCH_OBJS:.o=.d)
+
+# gicerun is several files too (tools/gicerun/, one concern each)
+GICERUN_SRCS := $(wildcard tools/gicerun/*.c)
+GICERUN_OBJS := $(GICERUN_SRCS:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/bin/gicerun: $(GICERUN_OBJS) $(BUILD)/lib/libgice.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(GICERUN_OBJS) $(BUILD)/lib/libgice.a $(LDLIBS)
+-include $(GICERUN_OBJS:.o=.d)

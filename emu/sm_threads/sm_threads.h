@@ -78,6 +78,20 @@ int smt_wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t val
 int smt_wait_value_idle(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t idle_ns);
 int smt_write_value(smt_stream_t *s, uint32_t counter, uint64_t value, int add);
 
+/* A wait_value or write_value the stream thread ran: from t_start (it reached the command) to
+ * t_end (the wait saw its value, or failed; the write was done). */
+typedef struct {
+	uint32_t write; /* 0: wait_value, 1: write_value */
+	uint32_t counter;
+	uint64_t value;
+	uint64_t t_start, t_end;
+	int status; /* the wait's: GICE_OK, or why it failed */
+} smt_cmd_trace_t;
+typedef void (*smt_trace_fn)(void *arg, const smt_cmd_trace_t *t);
+/* Observation: after every wait_value and write_value it runs, s's thread calls fn(arg, &t)
+ * (it must not block). Set before anything is enqueued on s; NULL: none (the default). */
+void smt_stream_set_trace(smt_stream_t *s, smt_trace_fn fn, void *arg);
+
 /* Host: wait until everything enqueued so far on s has run. Returns GICE_OK, the stream's sticky
  * error (first failure; cleared by this call), or GICE_ERR_TIMED_OUT after timeout_ns. */
 int smt_stream_sync(smt_stream_t *s, uint64_t timeout_ns);

@@ -85,6 +85,8 @@ struct smt_stream {
 	_Atomic uint32_t stop;
 
 	struct smt_kernel *k;      /* &d->kernels[slot] */
+	smt_trace_fn trace_fn;     /* smt_stream_set_trace, or NULL */
+	void *trace_arg;
 };
 
 /* One turn of a spin loop (i counts them). When the device's threads outnumber the CPUs, a

@@ -166,6 +166,7 @@ static int stream_exec(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 			c->on_done(c->arg);
 		return 1;
 	}
+	uint64_t t0 = s->trace_fn ? gice_now_ns() : 0;
 	switch (c->op) {
 	case SMT_CMD_LAUNCH:
 		stream_launch(s, c, tail);
@@ -183,9 +184,20 @@ static int stream_exec(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 			tm_counter_set(s->d->tm, c->counter, c->value);
 		break;
 	}
+	if (s->trace_fn) {
+		smt_cmd_trace_t t = {.write = c->op == SMT_CMD_WRITE_VALUE, .counter = c->counter, .value = c->value,
+				     .t_start = t0, .t_end = gice_now_ns(), .status = rc};
+		s->trace_fn(s->trace_arg, &t);
+	}
 	if (rc)
 		smt_stream_fail(s, rc);
 	return 1;
+}
+
+void smt_stream_set_trace(smt_stream_t *s, smt_trace_fn fn, void *arg)
+{
+	s->trace_fn = fn;
+	s->trace_arg = arg;
 }
 
 /* Command tail - 1 finished: publish the new tail and wake a syncing host. */
