@@ -1,5 +1,6 @@
 /* Description: fault targeting (issue 14) in gice jobs of forked ranks (tests/test_job.h): a
- * lossy link is blamed on the right peer by the per-peer counts, a partition from a scenario file
+ * lossy link is blamed on the right peer by the per-peer counts, every link has round-trip
+ * samples and the lossy one none from retransmitted packets (Karn's rule), a partition from a scenario file
  * heals and traffic resumes, the same seed gives the same counts three times, rank 0 kills rank 2
  * and hangs rank 1 with gice_faults_set, faults switched on at run time on one rank leave the job
  * correct, and header corruption without CRC ends in a named error. The packet-level forms, on
@@ -33,6 +34,7 @@ struct shared {
 
 struct tally {
 	uint64_t tx[4], rx[4], drops[4], retx[4];
+	uint64_t rtt_n[4], karn[4], srtt[4], rtt_min[4], rtt_max[4]; /* the link's round trip */
 };
 
 /* Every rank puts n 64-byte messages to every other (each waited), then the ranks swap their
@@ -72,6 +74,11 @@ static int puts_rank(int rank, int size, int n, const char *file)
 		t.rx[r] = ps.rx_pkts;
 		t.drops[r] = ps.fault_drops;
 		t.retx[r] = ps.retransmits;
+		t.rtt_n[r] = ps.rtt_samples;
+		t.karn[r] = ps.rtt_karn_skips;
+		t.srtt[r] = ps.srtt_ns;
+		t.rtt_min[r] = ps.rtt_min_ns;
+		t.rtt_max[r] = ps.rtt_max_ns;
 	}
 	FAILIF(gice_allgather(&t, sizeof(t), every), "tallies");
 	for (int r = 0; r < size; r++) /* counted the same way at both ends */
@@ -149,6 +156,57 @@ START_TEST(test_job_lossy_link_blamed)
 	for (int r = 1; r < 3; r++)
 		for (int q = 0; q < 3; q++)
 			ck_assert_uint_eq(t[r].drops[q], 0);
+}
+END_TEST
+
+/* Per-peer round trip: after traffic every link has samples with min <= srtt <= max; on the
+ * lossy link 0->1 the ACKs of packets sent more than once give none (Karn's rule): every ACK
+ * advance of its 100 one-packet puts (waited one by one) is a sample or a skip, and there are
+ * skips. GICE_STATS=json prints the gauges in the per-peer objects. */
+START_TEST(test_job_rtt_per_peer)
+{
+	static const char *const env[] = {"GICE_FAULTS=drop=0.3,link=0->1,seed=5", "GICE_PLANE=net",
+					  "GICE_TIMEOUT_MS=5000", "GICE_STATS=json", NULL};
+	char file[] = "/tmp/gice-ft-rtt-XXXXXX", err[] = "/tmp/gice-ft-rtt-err-XXXXXX", text[16384];
+	int st[3], fd = mkstemp(file), efd = mkstemp(err);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(efd, 0);
+	close(fd);
+	tally_file = file;
+	run_job(3, 3, puts_rank_100, "shm", env, st, err);
+	ssize_t n = pread(efd, text, sizeof(text) - 1, 0);
+	close(efd);
+	unlink(err);
+	text[n > 0 ? n : 0] = 0;
+	for (int r = 0; r < 3; r++)
+		ck_assert_int_eq(st[r], 0);
+	struct tally t[3] = {read_tally(file, 0), read_tally(file, 1), read_tally(file, 2)};
+	unlink(file);
+	const char *js = strstr(text, "{\"rank\":0,\"device\":0,\"peer\":1,");
+	ck_assert_msg(js && strstr(js, "\"rtt_karn_skips\":") && strstr(js, "\"srtt_ns\":") &&
+			      strstr(js, "\"rtt_min_ns\":") && strstr(js, "\"rtt_max_ns\":"),
+		      "no round trip in the per-peer json: %s", text);
+	for (int r = 0; r < 3; r++)
+		for (int q = 0; q < 3; q++) {
+			if (q == r)
+				continue;
+			printf("rtt %d->%d: %llu samples, %llu skipped, min %llu srtt %llu max %llu ns (%llu retransmits)\n",
+			       r, q, (unsigned long long)t[r].rtt_n[q], (unsigned long long)t[r].karn[q],
+			       (unsigned long long)t[r].rtt_min[q], (unsigned long long)t[r].srtt[q],
+			       (unsigned long long)t[r].rtt_max[q], (unsigned long long)t[r].retx[q]);
+			ck_assert_uint_gt(t[r].rtt_n[q], 0);
+			ck_assert_uint_gt(t[r].rtt_min[q], 0);
+			ck_assert_uint_le(t[r].rtt_min[q], t[r].srtt[q]);
+			ck_assert_uint_le(t[r].srtt[q], t[r].rtt_max[q]);
+			ck_assert_uint_le(t[r].rtt_n[q] + t[r].karn[q], t[r].tx[q]);
+		}
+	/* the lossy link: every packet acknowledged once, as a sample or (sent again) a skip */
+	ck_assert_uint_eq(t[0].tx[1], 100);
+	ck_assert_uint_eq(t[0].rtt_n[1] + t[0].karn[1], t[0].tx[1]);
+	ck_assert_uint_gt(t[0].karn[1], 0);
+	ck_assert_uint_le(t[0].karn[1], t[0].retx[1]);
+	ck_assert_uint_lt(t[0].rtt_n[1], 100);
 }
 END_TEST
 
@@ -473,6 +531,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, test_job_lossy_link_blamed);
 	tcase_add_test(tc, test_job_same_seed_same_counts);
+	tcase_add_test(tc, test_job_rtt_per_peer);
 	tcase_add_test(tc, test_job_partition_heals);
 	tcase_add_test(tc, test_job_rank0_kills_rank2);
 	tcase_add_test(tc, test_job_rank0_hangs_rank1);

@@ -121,6 +121,11 @@ typedef struct {
 	uint64_t v[CT_STATS];
 } ct_stats_t;
 
+/* The per-peer gauges of GICE_PEER_GAUGE_LIST (the link's round-trip time), by CT_GAUGE_<name>. */
+#define CT_GAUGE_ENUM(name, help) CT_GAUGE_##name,
+typedef enum { GICE_PEER_GAUGE_LIST(CT_GAUGE_ENUM) CT_GAUGES } ct_gauge_t;
+#undef CT_GAUGE_ENUM
+
 /* What the watchdog found (ct_engine_watch): a peer dead or not acknowledging, or a CT stalled. */
 typedef struct ct_event {
 	int status;            /* GICE_ERR_PEER_DEAD, GICE_ERR_PEER_HUNG, GICE_ERR_TIMED_OUT or
@@ -286,6 +291,10 @@ int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint
 /* Copy e's counters for peer device gid (those of GICE_PEER_STATS_LIST it keeps; the others
  * zero) into *st. GICE_OK; GICE_ERR_OUT_OF_BOUNDS: gid not below GICE_CT_MAX_PEERS. */
 int ct_engine_peer_stats(const ct_engine_t *e, uint32_t gid, ct_stats_t *st);
+/* Copy e's gauges for peer device gid (GICE_PEER_GAUGE_LIST) into g: a consistent view of the
+ * round trip (rtt_min_ns <= srtt_ns <= rtt_max_ns once sampled; all 0 before). GICE_OK;
+ * GICE_ERR_OUT_OF_BOUNDS: gid not below GICE_CT_MAX_PEERS. */
+int ct_engine_peer_gauges(const ct_engine_t *e, uint32_t gid, uint64_t g[CT_GAUGES]);
 /* Copy up to max most recent traces (oldest first); returns the count. */
 uint32_t ct_trace_read(const ct_engine_t *e, ct_trace_t *out, uint32_t max);
 /* The same for the request messages that landed here. */
