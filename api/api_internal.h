@@ -39,6 +39,9 @@ struct gice_device {
 	/* storage path and pools (api_storage.c, api_pool.c) */
 	_Atomic(sto_engine_t *) sto; /* started by the first gice_file_open, under api_g.lock */
 	uint64_t comm_off;           /* the communication pool is [comm_off, size); size: none */
+	/* collectives (api_faults.c): how many it started, and the one at whose start this rank
+	 * is killed or hung (@collN of kill_rank / hang_rank; 0: none) */
+	_Atomic uint64_t colls, kill_coll, hang_coll;
 };
 
 struct launch;
@@ -183,6 +186,9 @@ void *api_watchdog_main(void *arg);
 /* The fault schedule of GICE_FAULTS starts for device d (end of its open): network faults,
  * stalls, hang and kill count from now. */
 void api_faults_start(gice_device_t *d);
+/* Device d starts a collective operation (coll_run, once its checks passed): count it for the
+ * faults aimed at collectives (@collN); the rank is killed or hung here when one is due. */
+void api_faults_coll(gice_device_t *d);
 /* An origin for the engine's fault schedule that never comes: api_faults_start sets the real one. */
 #define API_FAULTS_LATER (UINT64_MAX / 2)
 /* Abort d with status (what info says, when not NULL): record it as d's error, end every wait

@@ -485,7 +485,8 @@ START_TEST(test_job_header_corruption_named)
 }
 END_TEST
 
-/* Rank 0 kills rank 2 at run time; a rank not in the job is refused with GICE_ERR_INVALID. */
+/* Rank 0 kills rank 2 at run time; a rank not in the job is refused with GICE_ERR_INVALID, and
+ * another rank at a collective (@collN) with GICE_ERR_UNSUPPORTED. */
 static int kill_from_rank0(int rank, int size)
 {
 	gice_device_t *d;
@@ -497,6 +498,8 @@ static int kill_from_rank0(int rank, int size)
 	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
 	if (rank == 0) {
 		FAILIF(gice_faults_set(d, "kill_rank=7@0") != GICE_ERR_INVALID, "rank 7 accepted");
+		/* another rank's collectives are its own to count */
+		FAILIF(gice_faults_set(d, "kill_rank=2@coll3") != GICE_ERR_UNSUPPORTED, "kill_rank=2@coll3 accepted");
 		FAILIF(gice_faults_set(d, "kill_rank=2@0") != GICE_OK, "kill_rank=2@0 refused");
 	}
 	if (rank == 2) {
