@@ -33,8 +33,7 @@ static void faults_schedule(gice_device_t *d, const gice_faults_t *f, uint64_t n
 	}
 }
 
-/* Every device of this process hangs from at on (hang_rank of this rank). */
-static void hang_all(uint64_t at)
+void api_faults_hang_all(uint64_t at)
 {
 	pthread_mutex_lock(&api_g.lock);
 	for (uint64_t i = 0; i < api_g.max_devices; i++)
@@ -58,7 +57,7 @@ void api_faults_coll(gice_device_t *d)
 		fprintf(stderr, "gice: rank %u: fault injection hang_rank=%u@coll: every device of this process stops at "
 				"the start of collective %llu of device %u\n", api_g.rank, api_g.rank, (unsigned long long)n,
 			d->gid);
-		hang_all(gice_now_ns());
+		api_faults_hang_all(gice_now_ns());
 	}
 }
 
@@ -70,37 +69,61 @@ void api_faults_start(gice_device_t *d)
 	faults_schedule(d, &api_g.faults, now);
 }
 
-/* The process of rank r, when it is on this machine (same pid namespace): 0 and *pid, else
- * GICE_ERR_UNSUPPORTED (logged). */
-static int rank_pid(uint32_t r, const char *what, int32_t *pid)
+/* Where rank r is: 1 on this host (the same host identity, as the NVLink plane's, and pid
+ * namespace; *pid its process), 0 on another one, a machine or an emulated host in another
+ * network namespace (*gid its first device), or GICE_ERR_UNSUPPORTED when no device of it is
+ * known yet (logged). */
+static int rank_locate(uint32_t r, const char *spec, int32_t *pid, uint32_t *gid)
 {
 	int rc = GICE_ERR_UNSUPPORTED;
 
 	pthread_mutex_lock(&api_g.lock);
 	for (uint32_t i = 0; i < api_g.n_remote; i++)
 		if (api_g.remote[i].gid % api_g.size == r) {
-			if (!strcmp(api_g.remote[i].pidns, api_g.pidns)) {
-				*pid = (int32_t)api_g.remote[i].pid;
-				rc = GICE_OK;
-			}
+			rc = !strcmp(api_g.remote[i].pidns, api_g.pidns) && !strcmp(api_g.remote[i].host, api_g.host);
+			*pid = (int32_t)api_g.remote[i].pid;
+			*gid = api_g.remote[i].gid;
 			break;
 		}
 	pthread_mutex_unlock(&api_g.lock);
+	if (rc < 0)
+		gice_error("fault", "gice_faults_set(\"%s\"): rank %u has no device open yet: it cannot be killed or hung "
+				    "at run time; put it in GICE_FAULTS at start instead", spec, r);
+	return rc;
+}
+
+void api_fault_request(void *arg, uint32_t src_gid, int kill, uint64_t delay_ns)
+{
+	_Atomic uint64_t *when = kill ? &api_g.kill_at_ns : &api_g.hang_at_ns;
+	uint64_t at = gice_now_ns() + GICE_MAX(delay_ns, 1ull), cur = atomic_load(when);
+
+	(void)arg;
+	(void)src_gid;
+	while ((!cur || at < cur) && !atomic_compare_exchange_weak(when, &cur, at)) /* the earliest wins */
+		;
+	if (!delay_ns) /* the watchdog acts at once, not at its next look */
+		gice_futex_wake(&api_g.watchdog_stop, 1);
+}
+
+/* kill_rank / hang_rank of rank r on another machine: a FAULT request from d to its device gid
+ * (authenticated by the job's MAC), which its rank obeys delay_ns after it arrives. */
+static int request_rank(gice_device_t *d, uint32_t r, uint32_t gid, int kill, uint64_t delay_ns, const char *spec)
+{
+	int rc = ct_engine_fault_request(d->ct, gid, kill, delay_ns);
+
 	if (rc)
-		gice_error("fault", "gice_faults_set(\"%s\"): rank %u is not on this machine (or has no device open yet): "
-				    "only ranks of this machine can be killed or hung at run time; put it in GICE_FAULTS "
-				    "at start instead", what, r);
+		gice_error("fault", "gice_faults_set(\"%s\"): rank %u is on another host, and the request to its device "
+				    "%u failed: %s", spec, r, gid, gice_status_name(rc));
+	else
+		fprintf(stderr, "gice: rank %u: fault injection %s_rank=%u: asked rank %u (device %u, on another host) "
+				"to %s itself in %llu ms\n", api_g.rank, kill ? "kill" : "hang", r, r, gid, kill ? "kill" : "hang",
+			(unsigned long long)(delay_ns / 1000000));
 	return rc;
 }
 
 /* kill_rank / hang_rank of another rank: its process gets SIGKILL / SIGSTOP at at_ns. */
-static int signal_rank(uint32_t r, int sig, uint64_t at_ns, const char *spec)
+static int signal_rank(uint32_t r, int32_t pid, int sig, uint64_t at_ns, const char *spec)
 {
-	int32_t pid;
-	int rc;
-
-	if ((rc = rank_pid(r, spec, &pid)))
-		return rc;
 	if (at_ns <= gice_now_ns()) { /* due now (@0): at once, not at the watchdog's next look */
 		fprintf(stderr, "gice: rank %u: fault injection %s_rank=%u: %s process %d\n", api_g.rank,
 			sig == SIGKILL ? "kill" : "hang", r, sig == SIGKILL ? "killing" : "stopping", pid);
@@ -160,10 +183,24 @@ int gice_faults_set(gice_device_t *d, const char *spec)
 			return GICE_ERR_UNSUPPORTED;
 		}
 	}
-	int32_t pid;
-	if ((f.kill_rank >= 0 && f.kill_rank != (int32_t)api_g.rank && (rc = rank_pid((uint32_t)f.kill_rank, spec, &pid))) ||
-	    (f.hang_rank >= 0 && f.hang_rank != (int32_t)api_g.rank && (rc = rank_pid((uint32_t)f.hang_rank, spec, &pid))))
-		return rc;
+	/* where the other ranks are: here a signal reaches them, elsewhere a request asks them (which
+	 * needs the job's MAC); a rank with no device known yet is refused */
+	int here[2] = {0, 0};
+	int32_t pid[2] = {0, 0};
+	uint32_t gid[2] = {0, 0};
+	for (int k = 0; k < 2; k++) {
+		int32_t r = k ? f.kill_rank : f.hang_rank;
+		if (r < 0 || r == (int32_t)api_g.rank)
+			continue;
+		if ((here[k] = rank_locate((uint32_t)r, spec, &pid[k], &gid[k])) < 0)
+			return here[k];
+		if (!here[k] && !ct_engine_auth(d->ct)) {
+			gice_error("fault", "gice_faults_set(\"%s\"): rank %d is on another host: asking it needs "
+					    "GICE_CT_AUTH=1 (without the job's MAC its receiver could not trust the request)",
+				   spec, r);
+			return GICE_ERR_UNSUPPORTED;
+		}
+	}
 	/* network faults add to those in force; an empty spec clears them */
 	if (!spec || !*spec)
 		rc = fab_fault_set(d->ep, NULL);
@@ -176,15 +213,19 @@ int gice_faults_set(gice_device_t *d, const char *spec)
 	/* times count from now */
 	faults_schedule(d, &f, now);
 	if (f.hang_rank == (int32_t)api_g.rank && !f.hang_coll)
-		hang_all(now + f.hang_at_ns);
+		api_faults_hang_all(now + f.hang_at_ns);
 	if (f.kill_rank == (int32_t)api_g.rank && !f.kill_coll)
 		atomic_store(&api_g.kill_at_ns, now + GICE_MAX(f.kill_at_ns, 1ull));
-	if (f.kill_rank >= 0 && f.kill_rank != (int32_t)api_g.rank &&
-	    (rc = signal_rank((uint32_t)f.kill_rank, SIGKILL, now + f.kill_at_ns, spec)))
-		return rc;
-	if (f.hang_rank >= 0 && f.hang_rank != (int32_t)api_g.rank &&
-	    (rc = signal_rank((uint32_t)f.hang_rank, SIGSTOP, now + f.hang_at_ns, spec)))
-		return rc;
+	for (int k = 1; k >= 0; k--) { /* the kill, then the hang */
+		int32_t r = k ? f.kill_rank : f.hang_rank;
+		uint64_t at = k ? f.kill_at_ns : f.hang_at_ns;
+		if (r < 0 || r == (int32_t)api_g.rank)
+			continue;
+		rc = here[k] ? signal_rank((uint32_t)r, pid[k], k ? SIGKILL : SIGSTOP, now + at, spec)
+			     : request_rank(d, (uint32_t)r, gid[k], k, at, spec);
+		if (rc)
+			return rc;
+	}
 	if (f.n_stall || f.hang_rank >= 0 || f.kill_rank >= 0 || gice_faults_any_net(&f)) {
 		char text[512];
 		gice_faults_format(&f, text, sizeof(text));

@@ -123,6 +123,8 @@ struct api_state {
 	gice_faults_t faults;
 	uint64_t t0_ns;
 	_Atomic uint64_t kill_at_ns; /* this rank SIGKILLs itself then (fault injection); 0: never */
+	_Atomic uint64_t hang_at_ns; /* every device of this rank hangs then (a FAULT request from another
+				      * machine: the watchdog does it); 0: never */
 	/* gice_faults_set's kill_rank / hang_rank of another rank of this machine: the watchdog
 	 * sends sig to pid at at_ns (0: none) */
 	struct api_fault_signal {
@@ -189,6 +191,11 @@ void api_faults_start(gice_device_t *d);
 /* Device d starts a collective operation (coll_run, once its checks passed): count it for the
  * faults aimed at collectives (@collN); the rank is killed or hung here when one is due. */
 void api_faults_coll(gice_device_t *d);
+/* ct_engine_attr_t.on_fault of device arg: a peer on another machine asked this rank to kill or
+ * hang itself (the watchdog does it, at kill_at_ns / hang_at_ns). */
+void api_fault_request(void *arg, uint32_t src_gid, int kill, uint64_t delay_ns);
+/* Every device of this process hangs from at on (takes api_g.lock). */
+void api_faults_hang_all(uint64_t at);
 /* An origin for the engine's fault schedule that never comes: api_faults_start sets the real one. */
 #define API_FAULTS_LATER (UINT64_MAX / 2)
 /* Abort d with status (what info says, when not NULL): record it as d's error, end every wait

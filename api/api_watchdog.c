@@ -198,6 +198,13 @@ void *api_watchdog_main(void *arg)
 				"gice_init\n", api_g.rank, api_g.rank, (unsigned long long)((now - api_g.t0_ns) / 1000000));
 			raise(SIGKILL);
 		}
+		uint64_t hang_at = atomic_load(&api_g.hang_at_ns);
+		if (hang_at && now >= hang_at) { /* asked by a rank of another machine */
+			atomic_store(&api_g.hang_at_ns, 0);
+			fprintf(stderr, "gice: rank %u: fault injection hang_rank=%u: every device of this process stops\n",
+				api_g.rank, api_g.rank);
+			api_faults_hang_all(now);
+		}
 		fault_signals(now);
 		w.n = 0;
 		pthread_mutex_lock(&api_g.lock);

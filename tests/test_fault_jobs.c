@@ -526,6 +526,64 @@ START_TEST(test_job_rank0_kills_rank2)
 }
 END_TEST
 
+/* `test_fault_jobs job`, started by tests/test_netns_fault.sh: 2 ranks on 2 network namespaces
+ * (2 machines), over tcp. Rank 0 kills (TEST_REMOTE_FAULT=kill) or hangs (=hang) rank 1 with
+ * gice_faults_set — a FAULT request over the fabric, signed with the job's MAC, that rank 1
+ * obeys. Rank 0's put to rank 1 then fails, and the watchdog names rank 1: GICE_ERR_PEER_DEAD
+ * when killed; when hung, GICE_ERR_PEER_HUNG (namespaces of one machine share its pids, so its
+ * process is seen alive) or, on a real other machine, GICE_ERR_PEER_DEAD. A hung rank 1 finds its
+ * own put stalled and meets rank 0 at the bootstrap: alive until rank 0 saw it go silent. */
+static int remote_fault_job(int rank, int size)
+{
+	const char *what = getenv("TEST_REMOTE_FAULT");
+	int kill_it = what && !strcmp(what, "kill"), rc = GICE_OK, n = 0;
+	gice_device_t *d;
+	void *p;
+	struct shared me, all[2];
+	gice_counter_t done;
+	gice_conn_t c;
+	gice_error_info_t info;
+	char spec[32];
+
+	FAILIF(size != 2 || !what || (strcmp(what, "kill") && strcmp(what, "hang")), "TEST_REMOTE_FAULT=%s, %d ranks",
+	       what ? what : "(unset)", size);
+	FAILIF(gice_init(), "init");
+	FAILIF(gice_device_open(NULL, &d), "open");
+	FAILIF(gice_mem_alloc(d, MIB, &p) || gice_mem_register(d, p, MIB, &me.key), "mem");
+	FAILIF(gice_counter_alloc(d, &me.sig) || gice_counter_alloc(d, &done), "counters");
+	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
+	FAILIF(gice_conn_open(d, gice_device_id_of((uint32_t)(1 - rank), 0), NULL, &c), "conn");
+	if (rank == 0) {
+		snprintf(spec, sizeof(spec), "%s_rank=1@0", what);
+		int set = gice_faults_set(d, spec);
+		FAILIF(set != GICE_OK, "%s: %s", spec, gice_status_name(set));
+	} else if (kill_it) {
+		sleep(30); /* killed */
+		return 3;
+	}
+	/* puts to the other rank, each waited, until one fails (a minute at most) */
+	for (uint64_t t0 = now_ms(); rc == GICE_OK && now_ms() - t0 < 60000; n++) {
+		gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p, .bytes = 64, .rkey = all[1 - rank].key,
+				.signal = GICE_NO_COUNTER, .completion = done};
+		if ((rc = gice_post(d, &op)) == GICE_OK)
+			rc = gice_counter_wait(d, done, GICE_CMP_GE, (uint64_t)n + 1, 0, NULL);
+	}
+	gice_device_error(d, &info);
+	fprintf(stderr, "rank %d: %s_rank=1@0 across machines: put %d to rank %d ended %s; watchdog: %s\n", rank, what, n,
+		1 - rank, gice_status_name(rc), info.message ? info.message : "none");
+	if (rank == 0) {
+		int ok = kill_it ? GICE_ERR_PEER_DEAD : GICE_ERR_PEER_HUNG;
+		FAILIF(rc != ok && rc != GICE_ERR_PEER_DEAD, "the put to rank 1 ended %s", gice_status_name(rc));
+		FAILIF(info.status != rc || info.peer_rank != 1, "the watchdog named %s of rank %u",
+		       gice_status_name(info.status), info.peer_rank);
+	} else {
+		FAILIF(rc == GICE_OK, "rank 1 went on after its hang");
+	}
+	if (!kill_it) /* the hung rank lives until rank 0 has seen it */
+		FAILIF(gice_allgather(&me, sizeof(me), all), "barrier");
+	return 0; /* a device of the job is gone: no teardown */
+}
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("fault_jobs");
@@ -544,13 +602,5 @@ static Suite *suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+/* `test_fault_jobs job`: the cross-machine kill or hang (test_netns_fault.sh starts it). */
+int main(int argc, char **argv) { return test_main_or_job(argc, argv, remote_fault_job, suite); }

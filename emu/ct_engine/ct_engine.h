@@ -91,6 +91,11 @@ typedef struct {
 	 * the peer); may be NULL */
 	void (*on_peer_lost)(void *arg, const struct ct_event *ev);
 	void *on_peer_lost_arg;
+	/* called when peer src_gid asks this rank (a FAULT packet, carrying the job's MAC) to kill
+	 * (kill 1) or hang (kill 0) itself delay_ns from now: by the link's holder, so it only
+	 * records it (the action happens elsewhere); NULL: such requests are refused */
+	void (*on_fault)(void *arg, uint32_t src_gid, int kill, uint64_t delay_ns);
+	void *on_fault_arg;
 	/* CT threads of the whole job on this machine (0: unknown): more than the CPUs this
 	 * process may use, and CT threads sleep at once when idle instead of spinning
 	 * GICE_CT_SPIN_US (unless that is set), as a spinner that must yield its core holds up
@@ -235,6 +240,13 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info);
 /* This device's registration for peers' rendezvous reads: GICE_ERR_UNSUPPORTED when the
  * provider has no remote reads or GICE_CT_RNDV_BYTES is 0. */
 int ct_engine_mr(const ct_engine_t *e, fab_mr_info_t *mr);
+/* Ask the rank of peer device gid to kill (kill 1) or hang (kill 0) itself
+ * delay_ns after the request arrives: one FAULT packet, signed with the job's MAC (unsequenced,
+ * like a heartbeat: an unreliable provider may lose it). GICE_OK once handed to the fabric;
+ * GICE_ERR_UNSUPPORTED: GICE_CT_AUTH is off (a receiver could not trust it; logged);
+ * GICE_ERR_INVALID: gid is not a peer; GICE_ERR_PEER_DEAD: it was declared dead; or the
+ * fabric's error. */
+int ct_engine_fault_request(ct_engine_t *e, uint32_t gid, int kill, uint64_t delay_ns);
 /* GICE_CT_AUTH of this engine: 1 if it signs its packets and checks its peers' (every device of
  * a job must agree). */
 int ct_engine_auth(const ct_engine_t *e);

@@ -469,5 +469,8 @@ void ct_rx_csum_peer(struct ct_engine *e, const uint8_t *buf, size_t len);
 void ct_rtt_sample(struct ct_engine *e, ct_peer_t *p, uint64_t rtt, uint64_t srtt);
 /* ct_watch.c: stalled CTs, fault injection */
 int ct_injected_stall(ct_tile_t *t, uint64_t now);
+/* A FAULT packet from a peer (parsed, authentic if authentication is on): obeyed only under
+ * GICE_CT_AUTH, through attr.on_fault; else counted in rx_auth_bad and logged. */
+void ct_rx_fault(struct ct_engine *e, const ct_hdr_t *h);
 
 #endif
