@@ -114,24 +114,40 @@ static struct tally read_tally(const char *file, int rank)
 	return t;
 }
 
-/* link=0->1 at 20%: rank 0 blames peer 1 (drops, retransmits) and nobody else; ranks 1 and 2
- * inject nothing; every put lands. */
-START_TEST(test_job_lossy_link_blamed)
+/* puts_rank_100 on 3 ranks over shm under env: the exit statuses in st, rank 0's stderr in text
+ * (len bytes), every rank's tally in t. */
+static void puts_job(const char *const *env, int st[3], char *text, size_t len, struct tally t[3])
 {
-	static const char *const env[] = {"GICE_FAULTS=drop=0.2,link=0->1", "GICE_PLANE=net",
-					  "GICE_TIMEOUT_MS=5000", "GICE_STATS=1", NULL};
-	char file[] = "/tmp/gice-ft-lossy-XXXXXX", err[] = "/tmp/gice-ft-lossy-err-XXXXXX", text[16384];
-	int st[3], fd = mkstemp(file), efd = mkstemp(err);
+	char file[] = "/tmp/gice-ft-tally-XXXXXX", err[] = "/tmp/gice-ft-err-XXXXXX";
+	int fd = mkstemp(file), efd = mkstemp(err);
 
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_ge(efd, 0);
 	close(fd);
 	tally_file = file;
 	run_job(3, 3, puts_rank_100, "shm", env, st, err);
-	ssize_t n = pread(efd, text, sizeof(text) - 1, 0);
+	ssize_t n = pread(efd, text, len - 1, 0);
 	close(efd);
 	unlink(err);
 	text[n > 0 ? n : 0] = 0;
+	for (int r = 0; r < 3; r++) {
+		ck_assert_msg(st[r] == 0, "rank %d exited %d; rank 0 said: %s", r, st[r], text);
+		t[r] = read_tally(file, r);
+	}
+	unlink(file);
+}
+
+/* link=0->1 at 20%: rank 0 blames peer 1 (drops, retransmits) and nobody else; ranks 1 and 2
+ * inject nothing; every put lands. */
+START_TEST(test_job_lossy_link_blamed)
+{
+	static const char *const env[] = {"GICE_FAULTS=drop=0.2,link=0->1", "GICE_PLANE=net",
+					  "GICE_TIMEOUT_MS=5000", "GICE_STATS=1", NULL};
+	char text[16384];
+	int st[3];
+	struct tally t[3];
+
+	puts_job(env, st, text, sizeof(text), t);
 	/* GICE_STATS=1: rank 0's line for peer 1 shows the drops, the one for peer 2 none */
 	const char *l1 = strstr(text, "gice peer stats: rank 0: device 0 peer 1 (rank 1): tx_pkts ");
 	const char *l2 = strstr(text, "gice peer stats: rank 0: device 0 peer 2 (rank 2): tx_pkts ");
@@ -141,10 +157,6 @@ START_TEST(test_job_lossy_link_blamed)
 	ck_assert_int_eq(sscanf(strstr(l2, " fault_drops "), " fault_drops %llu", &d2), 1);
 	ck_assert_uint_gt(d1, 0);
 	ck_assert_uint_eq(d2, 0);
-	for (int r = 0; r < 3; r++)
-		ck_assert_int_eq(st[r], 0);
-	struct tally t[3] = {read_tally(file, 0), read_tally(file, 1), read_tally(file, 2)};
-	unlink(file);
 	printf("lossy link 0->1: rank 0 dropped %llu to peer 1 (%llu retransmits), %llu to peer 2\n",
 	       (unsigned long long)t[0].drops[1], (unsigned long long)t[0].retx[1], (unsigned long long)t[0].drops[2]);
 	ck_assert_uint_gt(t[0].drops[1], 5);
@@ -167,22 +179,11 @@ START_TEST(test_job_rtt_per_peer)
 {
 	static const char *const env[] = {"GICE_FAULTS=drop=0.3,link=0->1,seed=5", "GICE_PLANE=net",
 					  "GICE_TIMEOUT_MS=5000", "GICE_STATS=json", NULL};
-	char file[] = "/tmp/gice-ft-rtt-XXXXXX", err[] = "/tmp/gice-ft-rtt-err-XXXXXX", text[16384];
-	int st[3], fd = mkstemp(file), efd = mkstemp(err);
+	char text[16384];
+	int st[3];
+	struct tally t[3];
 
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_ge(efd, 0);
-	close(fd);
-	tally_file = file;
-	run_job(3, 3, puts_rank_100, "shm", env, st, err);
-	ssize_t n = pread(efd, text, sizeof(text) - 1, 0);
-	close(efd);
-	unlink(err);
-	text[n > 0 ? n : 0] = 0;
-	for (int r = 0; r < 3; r++)
-		ck_assert_int_eq(st[r], 0);
-	struct tally t[3] = {read_tally(file, 0), read_tally(file, 1), read_tally(file, 2)};
-	unlink(file);
+	puts_job(env, st, text, sizeof(text), t);
 	const char *js = strstr(text, "{\"rank\":0,\"device\":0,\"peer\":1,");
 	ck_assert_msg(js && strstr(js, "\"rtt_karn_skips\":") && strstr(js, "\"srtt_ns\":") &&
 			      strstr(js, "\"rtt_min_ns\":") && strstr(js, "\"rtt_max_ns\":"),
