@@ -137,6 +137,7 @@ struct api_state {
 	pthread_t watchdog;
 	int watchdog_on;
 	_Atomic uint32_t watchdog_stop; /* futex word: gice_finalize wakes the watchdog at once */
+	_Atomic uint64_t watch_at_ns;   /* the watchdog's last look (its thread's or a wait's) */
 	gice_error_cb_t err_cb;
 	void *err_arg;
 	int tolerate_dead;        /* GICE_ON_PEER_DEAD=tolerate: a dead peer fails only what it is in */
@@ -185,6 +186,11 @@ void api_trace_write(const char *path);
 void api_print_peer_stats(gice_device_t *d);
 /* api_watchdog.c: the watchdog thread (started by gice_init) */
 void *api_watchdog_main(void *arg);
+/* The watchdog's look at d, taken now by a wait about to time out; the events found.
+ * _if_late: only when the watchdog thread has not looked for two of its periods (a loaded
+ * machine), for waits whose own timeout ended them. */
+int api_watch_now(gice_device_t *d);
+int api_watch_if_late(gice_device_t *d);
 /* The fault schedule of GICE_FAULTS starts for device d (end of its open): network faults,
  * stalls, hang and kill count from now. */
 void api_faults_start(gice_device_t *d);

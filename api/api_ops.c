@@ -123,7 +123,13 @@ static int ctr_wait(gice_device_t *d, uint32_t c, tm_cmp_t cmp, uint64_t v, uint
 	tm_poll_t poll = {step_poll, step_done, &st, 1000000};
 	uint64_t spin = steps ? GICE_MAX(api_g.spin_ns, ct_engine_spin_ns(d->ct)) : api_g.spin_ns;
 
-	return tm_counter_wait_poll(d->tm, c, cmp, v, timeout_ns, idle, spin, steps ? &poll : NULL, seen);
+	int rc = tm_counter_wait_poll(d->tm, c, cmp, v, timeout_ns, idle, spin, steps ? &poll : NULL, seen);
+	/* a stall: the watchdog's verdict first, which may fail what this waits on (a lost peer);
+	 * a wait's own timeout: the same when the watchdog thread is late, and then one more look */
+	if (rc == GICE_ERR_TIMED_OUT && (idle ? api_watch_now(d) : api_watch_if_late(d)))
+		rc = tm_counter_wait_poll(d->tm, c, cmp, v, idle ? timeout_ns : 1, idle, spin, steps ? &poll : NULL,
+					  seen);
+	return rc;
 }
 
 /* A wait. timeout_ns 0: GICE_TIMEOUT_MS without progress (a stall: an error, logged as one);

@@ -67,7 +67,7 @@ static int wait_some(gice_kctx_t *k, const gice_counter_t *ctrs, size_t n, const
 	uint64_t budget = timeout_us ? timeout_us * 1000ull : api_g.idle_ns, last_sum = 0;
 	uint64_t since = gice_now_ns();
 	size_t turn = 0, n_in = 0;
-	int rc = check_set(k, ctrs, n, cmp, who);
+	int rc = check_set(k, ctrs, n, cmp, who), watched = 0;
 
 	if (idx)
 		*idx = SIZE_MAX;
@@ -106,6 +106,13 @@ static int wait_some(gice_kctx_t *k, const gice_counter_t *ctrs, size_t n, const
 			last_sum = sum;
 			if (!timeout_us)
 				since = now;
+		}
+		if (now - since > budget && !timeout_us && !watched) {
+			watched = 1; /* a stall: the watchdog's verdict first (api_watch_now), once */
+			if (api_watch_now(k->dev)) {
+				since = now;
+				continue;
+			}
 		}
 		if (now - since > budget) {
 			gice_log(timeout_us ? GICE_LOG_DEBUG : GICE_LOG_ERROR, "api",

@@ -180,9 +180,11 @@ static void fault_signals(uint64_t now)
 
 /* One thread per process: every period, each device's engine checks its CTs and peers (and
  * sends heartbeats); the fault schedule kills this rank when told to. */
+static uint64_t watch_period_ns(void) { return GICE_MAX(GICE_MIN(api_g.timeout_ns / 10, 100000000ull), 1000000ull); }
+
 void *api_watchdog_main(void *arg)
 {
-	uint64_t period = GICE_MAX(GICE_MIN(api_g.timeout_ns / 10, 100000000ull), 1000000ull);
+	uint64_t period = watch_period_ns();
 	struct wd_events w;
 
 	(void)arg;
@@ -211,11 +213,39 @@ void *api_watchdog_main(void *arg)
 		for (uint64_t i = 0; api_g.devs && i < api_g.max_devices; i++)
 			if (api_g.devs[i] && api_g.devs[i]->live)
 				ct_engine_watch(api_g.devs[i]->ct, api_g.on_timeout, wd_collect, &w);
+		atomic_store_explicit(&api_g.watch_at_ns, gice_now_ns(), memory_order_relaxed);
 		pthread_mutex_unlock(&api_g.lock);
 		for (uint32_t i = 0; i < w.n; i++)
 			wd_report(&w.ev[i]);
 	}
 	return NULL;
+}
+
+/* A wait that went its whole budget without progress takes the watchdog's look at its device
+ * itself, now, before it ends with a bare timeout: its budget is longer than the watchdog's
+ * verdict on a silent peer takes, but on a loaded machine the watchdog thread may not have run
+ * since. Returns the events found (a lost peer, a stalled CT: what the wait waited on may have
+ * failed with them). Not on any fast path: the caller has waited GICE_TIMEOUT_MS already. */
+int api_watch_now(gice_device_t *d)
+{
+	struct wd_events w = {.n = 0};
+
+	pthread_mutex_lock(&api_g.lock); /* as the watchdog: api_peer_lost runs under it */
+	if (d->live)
+		ct_engine_watch(d->ct, api_g.on_timeout, wd_collect, &w);
+	/* as a look of the watchdog's: timed-out polls of a late watchdog take one per two periods */
+	atomic_store_explicit(&api_g.watch_at_ns, gice_now_ns(), memory_order_relaxed);
+	pthread_mutex_unlock(&api_g.lock);
+	for (uint32_t i = 0; i < w.n; i++)
+		wd_report(&w.ev[i]);
+	return (int)w.n;
+}
+
+int api_watch_if_late(gice_device_t *d)
+{
+	uint64_t at = atomic_load_explicit(&api_g.watch_at_ns, memory_order_relaxed), now = gice_now_ns();
+
+	return at && now > at && now - at > 2 * watch_period_ns() ? api_watch_now(d) : 0;
 }
 
 int gice_set_error_callback(gice_error_cb_t cb, void *arg)

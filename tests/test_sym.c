@@ -888,6 +888,8 @@ static int job_rank(int rank, int size, int mode)
 	uint8_t *src = gice_sym_ptr(d, a.src);
 	for (size_t j = 0; j < a.bytes; j++)
 		src[j] = pat((uint32_t)rank, j);
+	/* the left neighbour's get reads this source: written on every rank before any kernel runs */
+	FAILIF(gice_barrier(), "barrier");
 	FAILIF(gice_launch(s, ring_kernel, 1, &a, sizeof(a)), "launch");
 	FAILIF(gice_stream_sync(s, 0), "ring");
 	uint32_t left = (uint32_t)(rank + size - 1) % (uint32_t)size, right = (uint32_t)(rank + 1) % (uint32_t)size;
@@ -946,6 +948,7 @@ static int job_two_devices(int rank, int size)
 		for (size_t j = 0; j < a.bytes; j++)
 			p[j] = pat(me, j);
 	}
+	FAILIF(gice_barrier(), "barrier"); /* every source written before a get reads it */
 	for (int i = 0; i < 2; i++)
 		FAILIF(gice_launch(s[i], ring_kernel, 1, &a, sizeof(a)), "launch");
 	for (int i = 0; i < 2; i++)

@@ -178,6 +178,11 @@ typedef struct ct_tile {
 	_Atomic uint64_t consumed;    /* queue tickets taken */
 	_Atomic int proxied;          /* the host proxy runs this tile too (fallback) */
 	int stalled;                  /* watchdog: a stall was reported */
+	_Atomic int32_t tid;          /* its thread's kernel id (0 until it runs) */
+	struct {                      /* watchdog: its thread's scheduler counters at the last look */
+		uint64_t run_ns, wait_ns, at_ns;
+		int valid;
+	} sched;
 	_Atomic uint64_t stall_from, stall_until; /* injected stall (absolute ns), from 0: none */
 	/* GICE_STATS: its thread's start, and the time it spent in passes that found work (its
 	 * thread writes, relaxed; ct_engine_ct_busy reads) */

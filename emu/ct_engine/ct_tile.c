@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- messages and retirement */
 
@@ -329,6 +330,7 @@ void *ct_thread(void *arg)
 	else
 		snprintf(name, sizeof(name), "gice-d%u-ct%u", e->attr.index, t->idx);
 	pthread_setname_np(pthread_self(), name);
+	atomic_store_explicit(&t->tid, (int32_t)gettid(), memory_order_relaxed);
 	t->last_work_ns = gice_now_ns();
 	atomic_store_explicit(&t->t_start_ns, t->last_work_ns, memory_order_relaxed);
 	/* awake: this thread polls the link (every step does), so peers need not ring CT 0 */

@@ -166,6 +166,37 @@ static uint32_t fail_queued(ct_tile_t *t, int status, struct first_failed *first
 	return n;
 }
 
+/* Was t's thread starved rather than stalled: runnable but hardly on a CPU since the last look
+ * (/proc's schedstat: time run, time waited on a run queue)? A stalled thread sleeps or runs
+ * without progress; a starved one waits for a core that a loaded machine does not give it,
+ * and would be wrongly called stalled. The first look of a stale spell only takes the sample
+ * (1: look again), so a stall is reported one watchdog period later than its heartbeat says.
+ * 0 when the counters cannot be read (judged on the heartbeat alone, as before). */
+static int thread_starved(ct_tile_t *t, uint64_t now)
+{
+	char path[64], buf[96];
+	unsigned long long run = 0, wait = 0;
+	int32_t tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
+	FILE *f;
+
+	if (tid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	int ok = fgets(buf, sizeof(buf), f) && sscanf(buf, "%llu %llu", &run, &wait) == 2;
+	fclose(f);
+	if (!ok)
+		return 0;
+	int first = !t->sched.valid;
+	uint64_t dt = now - t->sched.at_ns, run_d = run - t->sched.run_ns, wait_d = wait - t->sched.wait_ns;
+	t->sched.run_ns = run;
+	t->sched.wait_ns = wait;
+	t->sched.at_ns = now;
+	t->sched.valid = 1;
+	return first || (run_d < dt / 20 && wait_d > dt / 2);
+}
+
 int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 {
 	uint64_t now = gice_now_ns(), stall_ns = e->timeout_ns / 2;
@@ -189,7 +220,11 @@ int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 			gice_warn("watchdog", "device %u: CT %u is making progress again", e->attr.gid, c);
 			continue;
 		}
+		if (!stale)
+			t->sched.valid = 0; /* a stale spell starts its own samples */
 		if (!stale || !pending)
+			continue;
+		if (!t->stalled && thread_starved(t, now))
 			continue;
 		if (t->stalled) {
 			/* still stalled under error: what was queued since fails too */
