@@ -8,7 +8,9 @@
  * - corrupt_msg=1@coll3+1,link=0->1: the first chunk rank 0 sends rank 1 in the 3rd allreduce
  *   is corrupted, once: rank 0's corruptions towards rank 1 go from 0 to 1 in its 3rd allreduce,
  *   rank 1 counts one CRC failure from rank 0, the chunk is sent again and every result stays
- *   exact. */
+ *   exact;
+ * - gice_faults_set(dev, "kill_rank=0@coll2") on the rank itself: its 2nd collective from the
+ *   call kills it. */
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
@@ -151,6 +153,42 @@ START_TEST(corrupt_the_chunk_of_a_collective_step)
 }
 END_TEST
 
+/* gice_faults_set(dev, "kill_rank=0@coll2") on the rank itself (a job of one): the 2nd
+ * collective from the call kills it, the 1st completes; counted from the call, not the open. */
+static int self_rank(int rank, int size)
+{
+	gice_device_t *d;
+	gice_stream_t *s;
+	uint64_t a_off;
+
+	setenv("GICE_COLL_SCRATCH_BYTES", "64k", 1);
+	FAILIF(gice_init(), "gice_init");
+	FAILIF(gice_device_open(NULL, &d) || gice_stream_create(d, &s), "device");
+	FAILIF(gice_sym_init(1u << 20) || gice_coll_init(gice_team_world()) || gice_sym_alloc(4096, &a_off), "sym");
+	for (int i = 0; i < 3; i++) { /* before the call: not counted */
+		FAILIF(gice_coll_allreduce(s, gice_team_world(), a_off, a_off, 16, GICE_INT32, GICE_RED_SUM) ||
+			       gice_stream_sync(s, 0),
+		       "allreduce %d", i);
+	}
+	FAILIF(gice_faults_set(d, "kill_rank=0@coll2"), "gice_faults_set");
+	FAILIF(gice_coll_allreduce(s, gice_team_world(), a_off, a_off, 16, GICE_INT32, GICE_RED_SUM) ||
+		       gice_stream_sync(s, 0),
+	       "the 1st allreduce after the call");
+	fprintf(stderr, "rank %d of %d: the 1st allreduce after the call completed\n", rank, size);
+	gice_coll_allreduce(s, gice_team_world(), a_off, a_off, 16, GICE_INT32, GICE_RED_SUM);
+	gice_stream_sync(s, 0);
+	return 3; /* not killed */
+}
+
+START_TEST(kill_self_at_a_collective_at_run_time)
+{
+	int st[1];
+
+	run_job(1, 1, self_rank, "tcp", NULL, st, NULL);
+	ck_assert_int_eq(st[0], 128 + SIGKILL);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("fault_coll");
@@ -163,6 +201,10 @@ static Suite *suite(void)
 	tc = tcase_create("hang");
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, hang_at_a_collective_step);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("self");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, kill_self_at_a_collective_at_run_time);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("corrupt");
 	tcase_set_timeout(tc, 90);
