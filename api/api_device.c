@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "emu/common/tsan.h"
 #include "emu/ct_engine/ct_proto.h"
 #include "fabric/fab_fault.h"
 
@@ -473,6 +474,7 @@ int gice_peer_trigger_add(gice_kctx_t *k, uint32_t peer_id, gice_trigger_t t, ui
 		gice_error("api", "gice_peer_trigger_add: %u is not a counter of device %u", t, peer_id);
 		return GICE_ERR_INVALID;
 	}
+	GICE_TSAN_OUT(); /* what the kernel stored into the peer leaves the process (tsan.h) */
 	tm_counter_add(tm, t, value);
 	return GICE_OK;
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "emu/common/tsan.h"
+
 /* ---------------------------------------------------------------- set-up */
 
 void api_team_free(gice_team_t *t)
@@ -199,10 +201,12 @@ static int team_sync(gice_kctx_t *k, const gice_team_t *t, const char *who)
 		/* a device on this host's NVLink plane: add to its counter in its trigger memory (the
 		 * barrier orders no data of its own: gice_team_barrier quieted first); else a signal */
 		tm_region_t *tm = g < api_g.max_gids ? atomic_load_explicit(&api_g.peer_tm[g], memory_order_acquire) : NULL;
-		if (tm)
+		if (tm) {
+			GICE_TSAN_OUT(); /* tsan.h */
 			tm_counter_add(tm, t->bar[r], 1);
-		else
+		} else {
 			rc = gice_sym_signal(k, t, to, t->bar[r], 1, GICE_SIGNAL_ADD, GICE_NO_COUNTER);
+		}
 		if (!rc) /* from rank me - 2^r: its epoch-th arrival at round r */
 			rc = gice_wait_until(k, t->bar[r], GICE_CMP_GE, epoch, 0, NULL);
 	}

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "emu/common/common.h"
+#include "emu/common/tsan.h"
 
 #ifdef GICE_HAVE_PMIX
 #include <pmix.h>
@@ -606,12 +607,14 @@ int boot_allgather(boot_t *b, const void *mine, size_t len, void *all)
 	memcpy(out + (size_t)b->rank * len, mine, len);
 	if (b->size == 1)
 		return GICE_OK;
+	GICE_TSAN_OUT(); /* an exchange orders this process with the others (tsan.h) */
 	if (b->rank != 0) {
 		if ((rc = xfer(b->fds[0], (void *)mine, len, 1, deadline)) ||
 		    (rc = xfer(b->fds[0], all, len * b->size, 0, deadline))) {
 			gice_error("boot", "rank %u: exchange with rank 0 failed: %s", b->rank, gice_status_name(rc));
 			return rc;
 		}
+		GICE_TSAN_IN();
 		return GICE_OK;
 	}
 	for (uint32_t r = 1; r < b->size; r++)
@@ -625,6 +628,7 @@ int boot_allgather(boot_t *b, const void *mine, size_t len, void *all)
 			gice_error("boot", "rank 0: rank %u is gone during an exchange", r);
 			return rc;
 		}
+	GICE_TSAN_IN();
 	return GICE_OK;
 }
 

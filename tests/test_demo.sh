@@ -17,6 +17,7 @@ check() { # name expected-ranks command...
 	echo "$out" | grep -E "gice demo|data check"
 	if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every block arrived intact')" != "$want" ]; then
 		echo "FAIL: $name (rc $rc)"
+		echo "$out" | grep -v -E "gice demo|data check" | tail -60 | sed 's/^/  | /'
 		fail=1
 	fi
 }

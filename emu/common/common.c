@@ -1,5 +1,6 @@
 /* common.c: status names, logging, time, futex, random. */
 #include "emu/common/common.h"
+#include "emu/common/tsan.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -172,3 +173,7 @@ uint64_t gice_random_u64(void)
 		;
 	return v;
 }
+
+#ifdef __SANITIZE_THREAD__
+char gice_tsan_job; /* the token of tsan.h */
+#endif

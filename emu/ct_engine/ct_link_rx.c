@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "emu/common/tsan.h"
+
 /* Received packets that make the receiver acknowledge at once: GICE_CT_ACK_EVERY, but never more
  * than half the sender's window (GICE_CT_CREDITS), so a window smaller than the ack interval
  * cannot close with every packet in it received and none acknowledged — and the sender gets the
@@ -349,6 +351,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	const char *why;
 	ct_peer_t *p;
 
+	GICE_TSAN_IN(); /* arriving from another process (tsan.h) */
 	/* the checksum first (when on, or claimed): a corrupted header is a checksum failure */
 	if ((atomic_load_explicit(&e->csum, memory_order_relaxed) ||
 	     (len > CT_HDR_FLAGS_OFF && (buf[CT_HDR_FLAGS_OFF] & CT_HF_CSUM))) &&

@@ -8,6 +8,8 @@
 #include <endian.h>
 #include <string.h>
 
+#include "emu/common/tsan.h"
+
 enum { SEND_OK, SEND_DONE, SEND_BLOCKED, SEND_FULL };
 
 /* p owes no ACK any more (one went out, or the peer is gone). */
@@ -72,6 +74,7 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 {
 	int rc;
 
+	GICE_TSAN_OUT(); /* leaving the process (tsan.h) */
 	int csum = atomic_load_explicit(&e->csum, memory_order_relaxed) ||
 		   atomic_load_explicit(&e->csum_tx, memory_order_relaxed); /* run-time faults: send only */
 

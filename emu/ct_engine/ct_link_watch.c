@@ -125,8 +125,9 @@ static const char *kind_name(uint8_t k)
 	return k < GICE_ARRAY_SIZE(names) ? names[k] : "?";
 }
 
-/* Is a silent peer's process still there? 1 yes (hung), 0 no (exited or a zombie), -1 unknown
- * (its pid means nothing here: another machine or pid namespace). */
+/* Is a silent peer's process still there? 1 yes (hung), 2 yes and stopped (SIGSTOP), 0 no
+ * (exited or a zombie), -1 unknown (its pid means nothing here: another machine or pid
+ * namespace). */
 static int peer_alive(int32_t pid)
 {
 	char path[64], st[256];
@@ -143,7 +144,9 @@ static int peer_alive(int32_t pid)
 	fclose(f);
 	st[n] = 0;
 	const char *paren = strrchr(st, ')'); /* "pid (comm) S ...": comm may hold spaces */
-	return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+	if (paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'))
+		return 0;
+	return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't') ? 2 : 1;
 }
 
 /* How long ago t was, 0 if it is later than now (stamped by another thread after now was read). */
@@ -194,18 +197,22 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 		}
 		/* silent: a peer whose process is still there is hung (it holds its connection),
 		 * one whose process is gone is dead; from another machine we cannot tell */
-		int gone = silent > e->timeout_ns, alive = gone ? peer_alive(p->pid) : 1;
+		int long_silent = silent > e->timeout_ns, alive = peer_alive(p->pid);
+		/* a stopped process is hung even when what it sent before it stopped came in late (a
+		 * loaded machine): the silence is the verdict's clock, not its only evidence */
+		int gone = long_silent || alive == 2;
 		ct_event_t ev = {.status = !gone ? GICE_ERR_TIMED_OUT : alive > 0 ? GICE_ERR_PEER_HUNG : GICE_ERR_PEER_DEAD,
 				 .reason = !gone ? "acknowledging nothing"
+					 : alive == 2 ? "process stopped, not responding (hung)"
 					 : alive > 0 ? "process alive, not responding (hung)"
 					 : alive == 0 ? "process exited"
 						      : "silent (its process is on another machine)",
 				 .device_gid = e->attr.gid, .peer_gid = g, .ct = UINT32_MAX, .trigger = UINT32_MAX,
-				 .counter = UINT32_MAX, .waited_ns = gone ? silent : stuck,
+				 .counter = UINT32_MAX, .waited_ns = long_silent ? silent : stuck,
 				 .psn_acked = p->acked_psn, .psn_next = p->next_psn, .retransmits = p->retx};
 		const ct_msg_t *m = oldest_to(e, p);
 		int len = snprintf(ev.text, sizeof(ev.text), "device %u: peer device %u %s %llu ms (timeout %llu ms): %s",
-				   e->attr.gid, g, gone ? "silent for" : "acknowledged nothing for",
+				   e->attr.gid, g, long_silent ? "silent for" : "acknowledged nothing for",
 				   (unsigned long long)(ev.waited_ns / 1000000),
 				   (unsigned long long)(e->timeout_ns / 1000000), ev.reason);
 		len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
