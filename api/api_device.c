@@ -274,6 +274,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 			       .t0_ns = API_FAULTS_LATER, /* the schedule starts at the end of the open */
 			       .host_proxy = api_g.host_mode, .fail_signals = !api_g.tolerate_dead,
 			       .on_peer_lost = api_peer_lost, .on_peer_lost_arg = d,
+			       .on_fault = api_fault_request, .on_fault_arg = d,
 			       .machine_cts = api_g.machine_ranks * gice_devices_per_rank() * d->n_cts};
 	ct_proto_job_key(boot_secret(api_g.boot), ca.job_key);
 	d->host_mode = api_g.host_mode;

@@ -43,6 +43,9 @@ struct gice_device {
 	/* GICE_STATS / GICE_TRACE: its stage ring (api_ev.h), NULL when both are off */
 	api_ev_t *evs;
 	_Atomic uint64_t evs_n;
+	/* collectives (api_faults.c): how many it started, and the one at whose start this rank
+	 * is killed or hung (@collN of kill_rank / hang_rank; 0: none) */
+	_Atomic uint64_t colls, kill_coll, hang_coll;
 };
 
 /* A slot of d's stage ring to fill, or NULL when GICE_STATS and GICE_TRACE are off. */
@@ -142,6 +145,8 @@ struct api_state {
 	gice_faults_t faults;
 	uint64_t t0_ns;
 	_Atomic uint64_t kill_at_ns; /* this rank SIGKILLs itself then (fault injection); 0: never */
+	_Atomic uint64_t hang_at_ns; /* every device of this rank hangs then (a FAULT request from another
+				      * machine: the watchdog does it); 0: never */
 	/* gice_faults_set's kill_rank / hang_rank of another rank of this machine: the watchdog
 	 * sends sig to pid at at_ns (0: none) */
 	struct api_fault_signal {
@@ -213,6 +218,14 @@ int api_watch_if_late(gice_device_t *d);
 /* The fault schedule of GICE_FAULTS starts for device d (end of its open): network faults,
  * stalls, hang and kill count from now. */
 void api_faults_start(gice_device_t *d);
+/* Device d starts a collective operation (coll_run, once its checks passed): count it for the
+ * faults aimed at collectives (@collN); the rank is killed or hung here when one is due. */
+void api_faults_coll(gice_device_t *d);
+/* ct_engine_attr_t.on_fault of device arg: a peer on another machine asked this rank to kill or
+ * hang itself (the watchdog does it, at kill_at_ns / hang_at_ns). */
+void api_fault_request(void *arg, uint32_t src_gid, int kill, uint64_t delay_ns);
+/* Every device of this process hangs from at on (takes api_g.lock). */
+void api_faults_hang_all(uint64_t at);
 /* An origin for the engine's fault schedule that never comes: api_faults_start sets the real one. */
 #define API_FAULTS_LATER (UINT64_MAX / 2)
 /* Abort d with status (what info says, when not NULL): record it as d's error, end every wait

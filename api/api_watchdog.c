@@ -1,5 +1,6 @@
 /* api_watchdog.c: the watchdog thread of the process (engine checks, heartbeats, the fault
- * schedule's kill), the error callback, and fault injection at run time. */
+ * schedule's kills and gice_faults_set's signals to other ranks, when due) and the error
+ * callback. Fault injection itself: api_faults.c. */
 #include "api/api_internal.h"
 
 #include <signal.h>
@@ -7,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fabric/fab_fault.h"
 
 /* ---------------------------------------------------------------- error state */
 
@@ -200,6 +200,13 @@ void *api_watchdog_main(void *arg)
 				"gice_init\n", api_g.rank, api_g.rank, (unsigned long long)((now - api_g.t0_ns) / 1000000));
 			raise(SIGKILL);
 		}
+		uint64_t hang_at = atomic_load(&api_g.hang_at_ns);
+		if (hang_at && now >= hang_at) { /* asked by a rank of another machine */
+			atomic_store(&api_g.hang_at_ns, 0);
+			fprintf(stderr, "gice: rank %u: fault injection hang_rank=%u: every device of this process stops\n",
+				api_g.rank, api_g.rank);
+			api_faults_hang_all(now);
+		}
 		fault_signals(now);
 		w.n = 0;
 		pthread_mutex_lock(&api_g.lock);
@@ -247,147 +254,5 @@ int gice_set_error_callback(gice_error_cb_t cb, void *arg)
 	api_g.err_cb = cb;
 	api_g.err_arg = arg;
 	pthread_mutex_unlock(&api_g.lock);
-	return GICE_OK;
-}
-
-/* Stalls, hang and kill of f for this rank, counting from now, on device d (hang: every
- * device of the process). */
-static void faults_schedule(gice_device_t *d, const gice_faults_t *f, uint64_t now)
-{
-	for (uint32_t i = 0; i < f->n_stall; i++)
-		if (f->stall[i].ranks == GICE_FAULTS_ANY ||
-		    (api_g.rank <= GICE_FAULTS_MAX_RANK && ((f->stall[i].ranks >> api_g.rank) & 1)))
-			ct_engine_fault_stall(d->ct, f->stall[i].ct, now + f->stall[i].at_ns, f->stall[i].dur_ns);
-	if (f->hang_rank == (int32_t)api_g.rank)
-		ct_engine_fault_hang(d->ct, now + f->hang_at_ns);
-	if (f->kill_rank == (int32_t)api_g.rank) {
-		uint64_t at = now + GICE_MAX(f->kill_at_ns, 1ull), none = 0;
-		atomic_compare_exchange_strong(&api_g.kill_at_ns, &none, at); /* the first device's open */
-	}
-}
-
-void api_faults_start(gice_device_t *d)
-{
-	uint64_t now = gice_now_ns();
-
-	fab_fault_start(d->ep);
-	faults_schedule(d, &api_g.faults, now);
-}
-
-/* The process of rank r, when it is on this machine (same pid namespace): 0 and *pid, else
- * GICE_ERR_UNSUPPORTED (logged). */
-static int rank_pid(uint32_t r, const char *what, int32_t *pid)
-{
-	int rc = GICE_ERR_UNSUPPORTED;
-
-	pthread_mutex_lock(&api_g.lock);
-	for (uint32_t i = 0; i < api_g.n_remote; i++)
-		if (api_g.remote[i].gid % api_g.size == r) {
-			if (!strcmp(api_g.remote[i].pidns, api_g.pidns)) {
-				*pid = (int32_t)api_g.remote[i].pid;
-				rc = GICE_OK;
-			}
-			break;
-		}
-	pthread_mutex_unlock(&api_g.lock);
-	if (rc)
-		gice_error("fault", "gice_faults_set(\"%s\"): rank %u is not on this machine (or has no device open yet): "
-				    "only ranks of this machine can be killed or hung at run time; put it in GICE_FAULTS "
-				    "at start instead", what, r);
-	return rc;
-}
-
-/* kill_rank / hang_rank of another rank: its process gets SIGKILL / SIGSTOP at at_ns. */
-static int signal_rank(uint32_t r, int sig, uint64_t at_ns, const char *spec)
-{
-	int32_t pid;
-	int rc;
-
-	if ((rc = rank_pid(r, spec, &pid)))
-		return rc;
-	if (at_ns <= gice_now_ns()) { /* due now (@0): at once, not at the watchdog's next look */
-		fprintf(stderr, "gice: rank %u: fault injection %s_rank=%u: %s process %d\n", api_g.rank,
-			sig == SIGKILL ? "kill" : "hang", r, sig == SIGKILL ? "killing" : "stopping", pid);
-		if (kill(pid, sig)) {
-			gice_error("fault", "gice_faults_set(\"%s\"): kill(%d, %s): %m", spec, pid,
-				   sig == SIGKILL ? "SIGKILL" : "SIGSTOP");
-			return GICE_ERR_UNSUPPORTED;
-		}
-		return GICE_OK;
-	}
-	for (size_t i = 0; i < GICE_ARRAY_SIZE(api_g.fault_sig); i++) {
-		struct api_fault_signal *fs = &api_g.fault_sig[i];
-		uint64_t none = 0;
-
-		fs->pid = pid;
-		fs->sig = sig;
-		fs->rank = r;
-		if (atomic_compare_exchange_strong(&fs->at_ns, &none, GICE_MAX(at_ns, 1ull)))
-			return GICE_OK;
-	}
-	gice_error("fault", "gice_faults_set(\"%s\"): %zu kills or hangs of other ranks are pending already", spec,
-		   GICE_ARRAY_SIZE(api_g.fault_sig));
-	return GICE_ERR_OVERFLOW;
-}
-
-int gice_faults_set(gice_device_t *d, const char *spec)
-{
-	uint64_t now = gice_now_ns();
-	gice_faults_t f;
-	int rc;
-
-	if (!d)
-		return GICE_ERR_INVALID;
-	if ((rc = gice_faults_parse(spec, &f)))
-		return rc;
-	for (uint32_t i = 0; i < f.n_stall; i++)
-		if (f.stall[i].ct >= d->n_cts) {
-			gice_error("fault", "gice_faults_set(\"%s\"): device %u has CTs 0..%u", spec, d->gid, d->n_cts - 1);
-			return GICE_ERR_INVALID;
-		}
-	for (int k = 0; k < 2; k++) {
-		int32_t r = k ? f.kill_rank : f.hang_rank;
-		if (r >= 0 && (uint32_t)r >= api_g.size) {
-			gice_error("fault", "gice_faults_set(\"%s\"): rank %d is not in the job (ranks 0..%u)", spec, r,
-				   api_g.size - 1);
-			return GICE_ERR_INVALID;
-		}
-	}
-	/* another rank's kill or hang: refused (before anything is changed) unless it is here */
-	int32_t pid;
-	if ((f.kill_rank >= 0 && f.kill_rank != (int32_t)api_g.rank && (rc = rank_pid((uint32_t)f.kill_rank, spec, &pid))) ||
-	    (f.hang_rank >= 0 && f.hang_rank != (int32_t)api_g.rank && (rc = rank_pid((uint32_t)f.hang_rank, spec, &pid))))
-		return rc;
-	/* network faults add to those in force; an empty spec clears them */
-	if (!spec || !*spec)
-		rc = fab_fault_set(d->ep, NULL);
-	else if (f.n_rules)
-		rc = fab_fault_add(d->ep, &f);
-	if (rc)
-		return rc;
-	if (gice_faults_any_net(&f)) /* never requires checksums from the peers, which did not change */
-		ct_engine_fault_on(d->ct, gice_faults_corrupts(&f));
-	/* times count from now */
-	faults_schedule(d, &f, now);
-	if (f.hang_rank == (int32_t)api_g.rank) {
-		pthread_mutex_lock(&api_g.lock);
-		for (uint64_t i = 0; i < api_g.max_devices; i++)
-			if (api_g.devs[i] && api_g.devs[i]->live && api_g.devs[i] != d)
-				ct_engine_fault_hang(api_g.devs[i]->ct, now + f.hang_at_ns);
-		pthread_mutex_unlock(&api_g.lock);
-	}
-	if (f.kill_rank == (int32_t)api_g.rank)
-		atomic_store(&api_g.kill_at_ns, now + GICE_MAX(f.kill_at_ns, 1ull));
-	if (f.kill_rank >= 0 && f.kill_rank != (int32_t)api_g.rank &&
-	    (rc = signal_rank((uint32_t)f.kill_rank, SIGKILL, now + f.kill_at_ns, spec)))
-		return rc;
-	if (f.hang_rank >= 0 && f.hang_rank != (int32_t)api_g.rank &&
-	    (rc = signal_rank((uint32_t)f.hang_rank, SIGSTOP, now + f.hang_at_ns, spec)))
-		return rc;
-	if (f.n_stall || f.hang_rank >= 0 || f.kill_rank >= 0 || gice_faults_any_net(&f)) {
-		char text[512];
-		gice_faults_format(&f, text, sizeof(text));
-		gice_warn("fault", "device %u: injecting faults from now: %s", d->gid, text);
-	}
 	return GICE_OK;
 }

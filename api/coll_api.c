@@ -376,6 +376,7 @@ static int coll_run(gice_kctx_t *k, const struct coll_call *c)
 
 	if (rc)
 		goto fail;
+	api_faults_coll(k->dev); /* faults aimed at this collective (@collN) start here */
 	if (!c->count && c->kind != COLL_ALLTOALLV)
 		return GICE_OK;
 	st = c->team->coll;

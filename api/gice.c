@@ -279,9 +279,9 @@ void api_stats_add(gice_stats_t *sum, const gice_stats_t *st)
 		a[i] += b[i];
 }
 
-/* GICE_STATS=1: a line per peer that device d exchanged packets with (GICE_PEER_STATS_LIST),
- * "gice peer stats: rank R: device D peer P (rank Q): name value ...", at its close or at
- * gice_finalize. */
+/* GICE_STATS=1: a line per peer that device d exchanged packets with (GICE_PEER_STATS_LIST,
+ * then GICE_PEER_GAUGE_LIST), "gice peer stats: rank R: device D peer P (rank Q): name value
+ * ...", at its close or at gice_finalize. */
 void api_print_peer_stats(gice_device_t *d)
 {
 	gice_peer_stats_t ps;
@@ -298,7 +298,10 @@ void api_print_peer_stats(gice_device_t *d)
 #define API_PEER_STAT_JSON(name)                                                                                    \
 	n += snprintf(line + n, sizeof(line) - (size_t)n, "%s\"" #name "\":%llu", sep, (unsigned long long)ps.name); \
 	sep = ",";
+#define API_PEER_GAUGE_JSON(name, help) API_PEER_STAT_JSON(name)
 			GICE_PEER_STATS_LIST(API_PEER_STAT_JSON)
+			GICE_PEER_GAUGE_LIST(API_PEER_GAUGE_JSON)
+#undef API_PEER_GAUGE_JSON
 #undef API_PEER_STAT_JSON
 			fprintf(stderr, "%s}}\n", line);
 			continue;
@@ -308,6 +311,9 @@ void api_print_peer_stats(gice_device_t *d)
 #define API_PEER_STAT_PRINT(name) \
 	n += snprintf(line + n, sizeof(line) - (size_t)n, " " #name " %llu", (unsigned long long)ps.name);
 		GICE_PEER_STATS_LIST(API_PEER_STAT_PRINT)
+#define API_PEER_GAUGE_PRINT(name, help) API_PEER_STAT_PRINT(name)
+		GICE_PEER_GAUGE_LIST(API_PEER_GAUGE_PRINT)
+#undef API_PEER_GAUGE_PRINT
 #undef API_PEER_STAT_PRINT
 		fprintf(stderr, "%s\n", line);
 	}
@@ -454,6 +460,11 @@ int gice_device_peer_stats(gice_device_t *d, uint32_t peer, gice_peer_stats_t *s
 #define API_PEER_STAT_COPY(name) st->name = all.name;
 	GICE_PEER_STATS_LIST(API_PEER_STAT_COPY)
 #undef API_PEER_STAT_COPY
+	uint64_t g[CT_GAUGES];
+	ct_engine_peer_gauges(d->ct, peer, g); /* peer is below GICE_CT_MAX_PEERS (checked above) */
+#define API_PEER_GAUGE_COPY(name, help) st->name = g[CT_GAUGE_##name];
+	GICE_PEER_GAUGE_LIST(API_PEER_GAUGE_COPY)
+#undef API_PEER_GAUGE_COPY
 	return GICE_OK;
 }
 

@@ -506,11 +506,15 @@ int gice_device_stats(gice_device_t *dev, gice_stats_t *st);
 
 /* A device's counters for one peer device: the entries of GICE_PEER_STATS_LIST (gice_stats.h),
  * named and meant as in gice_stats_t, counted for packets to (tx, faults) or from (rx,
- * rx_csum_bad) that peer: which link is lossy, who sends corrupt packets. */
+ * rx_csum_bad) that peer: which link is lossy, who sends corrupt packets; then the gauges of
+ * GICE_PEER_GAUGE_LIST: the link's smoothed, smallest and largest round-trip time. */
 typedef struct {
 #define GICE_PEER_STATS_FIELD(name) uint64_t name;
 	GICE_PEER_STATS_LIST(GICE_PEER_STATS_FIELD)
 #undef GICE_PEER_STATS_FIELD
+#define GICE_PEER_GAUGE_FIELD(name, help) uint64_t name;
+	GICE_PEER_GAUGE_LIST(GICE_PEER_GAUGE_FIELD) /* the link's round-trip time (gice_stats.h) */
+#undef GICE_PEER_GAUGE_FIELD
 } gice_peer_stats_t;
 /* Copy dev's counters for peer device peer (a device id, gice_device_id_of) into *st.
  * GICE_OK; GICE_ERR_INVALID: dev or st NULL; GICE_ERR_OUT_OF_BOUNDS: peer is not below

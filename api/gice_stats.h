@@ -66,7 +66,9 @@
 	X(io_opens,         STORAGE, _,         "storage path: file opens by operation (GICE_OP_FILE_OPEN) completed (either outcome)") \
 	X(io_closes,        STORAGE, _,         "storage path: file closes by operation (GICE_OP_FILE_CLOSE) completed (either outcome)") \
 	X(io_syncs,         STORAGE, _,         "storage path: file syncs (GICE_OP_FILE_SYNC) completed (either outcome)") \
-	X(io_timeouts,      STORAGE, _,         "storage path: file operations the storage watchdog failed (no progress in GICE_TIMEOUT_MS)")
+	X(io_timeouts,      STORAGE, _,         "storage path: file operations the storage watchdog failed (no progress in GICE_TIMEOUT_MS)") \
+	X(rtt_samples,      ENGINE, _,          "round-trip samples taken from ACKs that acknowledged a packet sent once") \
+	X(rtt_karn_skips,   ENGINE, _,          "ACKs not sampled for the round trip: their packet had been sent more than once (Karn's rule)")
 /* clang-format on */
 
 /* The counters also kept per peer device (gice_device_peer_stats, GICE_STATS=1): names of
@@ -76,6 +78,20 @@
  * injector did to packets sent to it. */
 #define GICE_PEER_STATS_LIST(X)                                                                     \
 	X(tx_pkts) X(rx_pkts) X(tx_bytes) X(rx_bytes) X(retransmits) X(rx_csum_bad) X(fault_drops)  \
-	X(fault_dups) X(fault_reorders) X(fault_delays) X(fault_corrupts) X(fault_paced)
+	X(fault_dups) X(fault_reorders) X(fault_delays) X(fault_corrupts) X(fault_paced)            \
+	X(rtt_samples) X(rtt_karn_skips)
+
+/* What is kept per peer only, after those in gice_peer_stats_t: gauges of the link's round-trip
+ * time, as the reliability layer measures it (a packet's first transmission to the ACK that
+ * acknowledges it, the receiver's ACK delay included; Karn's rule: never from a packet sent more
+ * than once). GICE_PEER_GAUGE_LIST(X) calls X(name, help); all 0 before the first sample, and
+ * rtt_min_ns <= srtt_ns <= rtt_max_ns once there is one. README.md's Statistics table lists them
+ * too (test_docs checks). */
+/* clang-format off */
+#define GICE_PEER_GAUGE_LIST(X)                                                                               \
+	X(srtt_ns,    "gauge: smoothed round-trip time to the peer, ns (RFC 6298: each sample weighs 1/8)")      \
+	X(rtt_min_ns, "gauge: smallest round-trip sample to the peer, ns")                                       \
+	X(rtt_max_ns, "gauge: largest round-trip sample to the peer, ns")
+/* clang-format on */
 
 #endif

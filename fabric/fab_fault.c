@@ -58,8 +58,9 @@ static int ff_check(const gice_faults_t *f, const char *what)
 	return GICE_OK;
 }
 
-/* Rules of f into c from index c->n_rules on, their times counting from origin (0: later). */
-static void ff_cfg_add(ff_cfg_t *c, const gice_faults_t *f, uint64_t origin)
+/* Rules of f into c from index c->n_rules on, their times counting from origin (0: later) and
+ * their collectives from colls. */
+static void ff_cfg_add(ff_cfg_t *c, const gice_faults_t *f, uint64_t origin, uint64_t colls)
 {
 	for (uint32_t i = 0; f && i < f->n_rules && c->n_rules < GICE_FAULTS_MAX_RULES; i++) {
 		ff_rule_t *r = &c->rule[c->n_rules++];
@@ -67,6 +68,7 @@ static void ff_cfg_add(ff_cfg_t *c, const gice_faults_t *f, uint64_t origin)
 		r->r = f->rule[i];
 		r->thr = (uint64_t)(f->rule[i].p * FF_ONE);
 		r->origin = origin;
+		r->coll_origin = colls;
 	}
 }
 
@@ -393,7 +395,7 @@ int fab_fault_wrap(fab_ep_t *inner, const gice_faults_t *f, uint64_t stream, con
 	w->inner = inner;
 	w->stream = stream;
 	w->c_cfg.seed = 1;
-	ff_cfg_add(&w->c_cfg, f, w->attr.start_later ? 0 : gice_now_ns());
+	ff_cfg_add(&w->c_cfg, f, w->attr.start_later ? 0 : gice_now_ns(), 0);
 	if (f)
 		w->c_cfg.seed = f->seed;
 	atomic_init(&w->gen, 2); /* the sender (seen_gen 0) adopts it at its first call */
@@ -453,7 +455,7 @@ static int ff_change(fab_ep_t *ep, const gice_faults_t *f, int add, const char *
 		w->c_cfg.seed = 1;
 		w->c_cfg.epoch++;
 	}
-	ff_cfg_add(&w->c_cfg, f, now);
+	ff_cfg_add(&w->c_cfg, f, now, atomic_load_explicit(&w->colls, memory_order_relaxed));
 	if (f && (!add || f->seed != 1)) /* an addition keeps the seed unless it names one */
 		w->c_cfg.seed = f->seed;
 	atomic_fetch_add_explicit(&w->gen, 2, memory_order_release);
@@ -480,10 +482,20 @@ int fab_fault_start(fab_ep_t *ep)
 		return GICE_ERR_INVALID;
 	pthread_mutex_lock(&w->set_lock);
 	for (uint32_t i = 0; i < w->c_cfg.n_rules; i++)
-		if (!w->c_cfg.rule[i].origin)
+		if (!w->c_cfg.rule[i].origin) {
 			w->c_cfg.rule[i].origin = now;
+			w->c_cfg.rule[i].coll_origin = atomic_load_explicit(&w->colls, memory_order_relaxed);
+		}
 	atomic_fetch_add_explicit(&w->gen, 2, memory_order_release);
 	pthread_mutex_unlock(&w->set_lock);
+	return GICE_OK;
+}
+
+int fab_fault_coll(fab_ep_t *ep, uint64_t n)
+{
+	if (!ep || ep->ops != &fab_fault_ops)
+		return GICE_ERR_INVALID;
+	atomic_store_explicit(&ff_ep(ep)->colls, n, memory_order_relaxed);
 	return GICE_OK;
 }
 

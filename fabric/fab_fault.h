@@ -101,6 +101,12 @@ int fab_fault_set(fab_ep_t *ep, const gice_faults_t *f);
  * GICE_ERR_OVERFLOW when they would be more than GICE_FAULTS_MAX_RULES. */
 int fab_fault_add(fab_ep_t *ep, const gice_faults_t *f);
 
+/* The owner started its n-th collective operation (1, 2, ...): rules with a window in
+ * collectives (@collN+K) count them from their start. Cheap (one relaxed store), callable from
+ * any thread; the packets of a request queued after the call see it. GICE_OK; GICE_ERR_INVALID:
+ * ep is not a wrapper. */
+int fab_fault_coll(fab_ep_t *ep, uint64_t n);
+
 /* Current counts of a wrapped endpoint into *st; callable from any thread.
  * GICE_OK; GICE_ERR_INVALID: ep is not a wrapper or st is NULL. */
 int fab_fault_stats(fab_ep_t *ep, fab_fault_stats_t *st);

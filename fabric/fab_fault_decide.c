@@ -16,7 +16,8 @@
  *
  * Rules. A packet is in a rule's scope when its sender's rank is in from, its receiver's in to,
  * and it is sequenced or the rule has ctl; a partition takes every packet between its sides,
- * control packets included. The rule acts in its window and once after_ops operations of its
+ * control packets included. The rule acts in its window (of time, or of the owner's collective
+ * operations: fab_fault_coll) and once after_ops operations of its
  * scope went out (counted from its start, first transmissions only). Per packet: drop (any
  * rule), corrupt (one bit; corrupt_msg flips one in the payload when there is one). Per message
  * (from the rules that took one of its packets): dup, reorder, the largest delay drawn, the sum
@@ -26,12 +27,16 @@
 
 #include <string.h>
 
-int ff_rule_on(const ff_rule_t *r, uint64_t now)
+int ff_rule_on(const ff_rule_t *r, uint64_t now, uint64_t colls)
 {
 	uint64_t from;
 
 	if (!r->origin)
 		return 0;
+	if (r->r.coll_at) { /* the n-th collective since the rule started is n = colls - coll_origin */
+		uint64_t n = colls - r->coll_origin;
+		return colls >= r->coll_origin && n >= r->r.coll_at && (r->r.coll_n == UINT64_MAX || n - r->r.coll_at < r->r.coll_n);
+	}
 	from = r->origin + r->r.at_ns;
 	if (now < from || from < r->origin)
 		return 0;
@@ -113,7 +118,7 @@ static void rule_apply(ff_ep_t *w, uint32_t j, uint32_t i, const fab_fault_pkt_t
 	ff_plan_t *pl = &w->plan;
 	ff_pkt_t *p = &pl->pkt[i];
 	uint32_t sr = rank_of(w, k->src), dr = rank_of(w, k->dst);
-	int on = ff_rule_on(R, now), is_op = k->seq && k->op_start && attempt == 0 && R->origin;
+	int on = ff_rule_on(R, now, w->plan.colls), is_op = k->seq && k->op_start && attempt == 0 && R->origin;
 	uint64_t ops_before = rs->ops + pl->ops_add[j];
 	uint64_t u;
 
@@ -187,7 +192,7 @@ static void plan_opaque(ff_ep_t *w, size_t total, uint64_t now)
 		if (r->from != GICE_FAULTS_ANY || r->to != GICE_FAULTS_ANY || r->kind == GICE_FK_PARTITION)
 			continue;
 		pl->ops_add[j] = R->origin != 0; /* an opaque message counts as one operation */
-		if (!ff_rule_on(R, now) || w->rs[j].ops < r->after_ops)
+		if (!ff_rule_on(R, now, pl->colls) || w->rs[j].ops < r->after_ops)
 			continue;
 		switch (r->kind) {
 		case GICE_FK_DROP: p->drop |= (uint8_t)hit(u, R->thr); break;
@@ -232,6 +237,7 @@ void ff_plan(ff_ep_t *w, const void *hdr, size_t hlen, const void *payload, size
 	pl->dup = pl->reorder = 0;
 	pl->delay_ns = pl->latency_ns = pl->rate = 0;
 	pl->dst = UINT32_MAX;
+	pl->colls = atomic_load_explicit(&w->colls, memory_order_relaxed);
 	memset(pl->ops_add, 0, sizeof(pl->ops_add));
 	memset(pl->nth_add, 0, sizeof(pl->nth_add));
 	memset(pl->set_victim, 0, sizeof(pl->set_victim));

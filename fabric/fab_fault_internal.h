@@ -22,6 +22,7 @@ typedef struct {
 	gice_fault_rule_t r;
 	uint64_t thr;     /* r.p * 2^53 */
 	uint64_t origin;  /* its times count from here (CLOCK_MONOTONIC ns); 0: not started yet */
+	uint64_t coll_origin; /* ... and its collectives (r.coll_at) from the owner's count then */
 } ff_rule_t;
 
 /* The configuration: written by fab_fault_set/add/start under set_lock, copied by the sender
@@ -71,6 +72,7 @@ typedef struct {
 	uint64_t latency_ns;     /* fixed hold (latency) */
 	uint64_t rate;           /* smallest rate cap that applies (bytes/s), 0: none */
 	uint32_t dst;            /* destination device (UINT32_MAX: unknown) */
+	uint64_t colls;          /* the owner's collective count when planned */
 	/* rule state changes made when the message is accepted */
 	uint64_t ops_add[GICE_FAULTS_MAX_RULES], nth_add[GICE_FAULTS_MAX_RULES];
 	uint32_t victim_msg[GICE_FAULTS_MAX_RULES];
@@ -112,6 +114,8 @@ typedef struct {
 	unsigned char *scratch; /* the message as it goes out (packets dropped or corrupted) */
 	int pool_failed;
 	uint64_t nerr; /* for rate-limited logging */
+
+	_Atomic uint64_t colls; /* collective operations the owner started (fab_fault_coll) */
 
 	ff_peer_t *peers; /* attr.max_gids of them */
 	ff_peer_t unknown; /* opaque messages: their bucket (no counts: those go to n only) */
@@ -160,8 +164,8 @@ void ff_hold(ff_ep_t *w, fab_addr_t dest, const void *hdr, size_t hlen, const vo
 void ff_plan(ff_ep_t *w, const void *hdr, size_t hlen, const void *payload, size_t plen, uint64_t now);
 /* The planned message was accepted: count it, advance the rules' state and the attempts. */
 void ff_commit(ff_ep_t *w, int dups, int held_reorder, int held_delay);
-/* Whether rule i is in its window at now. */
-int ff_rule_on(const ff_rule_t *r, uint64_t now);
+/* Whether rule r is in its window at now, the owner having started colls collectives. */
+int ff_rule_on(const ff_rule_t *r, uint64_t now, uint64_t colls);
 
 /* fab_fault_pace.c */
 /* The peer state of device dst (the unknown one for UINT32_MAX or beyond max_gids). */

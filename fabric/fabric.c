@@ -29,13 +29,14 @@ const gice_param_t fab_params[] = {
 	 "faults to inject (docs/faults.md); empty: none. Groups separated by ';', items by ','. Per "
 	 "packet sent: drop=P dup=P reorder=P corrupt=P (P in [0,1]), delay_us=N, latency=DUR, "
 	 "rate=N(B|KB|MB|GB)ps, partition=A|B, nth_put=N, corrupt_msg=N, each with an optional window "
-	 "@T+D; scope of a group: link=A->B, peer=P, rank=R, after_ops=N, ctl=1; seed=N (default 1); "
-	 "stall_ct=C@T+D (repeatable), hang_rank=R@T, kill_rank=R@T. T, D: 2s, 500ms, 200us, 100ns or "
-	 "bare ms from the end of the device's open; D may be inf",
+	 "@T+D, or @collN+K (from the device's N-th collective operation for K of them); scope of a group: "
+	 "link=A->B, peer=P, rank=R, after_ops=N, ctl=1; seed=N (default 1); stall_ct=C@T+D (repeatable), "
+	 "hang_rank=R@T, kill_rank=R@T (or @collN: at the start of rank R's N-th collective). T, D: 2s, "
+	 "500ms, 200us, 100ns or bare ms from the end of the device's open; D, K may be inf",
 	 GICE_PARAM_STR, 0, 0},
 	{"GICE_FAULT_SCRIPT", "",
 	 "a fault scenario file (docs/faults.md): one GICE_FAULTS group a line, each line may start "
-	 "with a window @T+D; read at gice_init after GICE_FAULTS; empty: none",
+	 "with a window @T+D or @collN+K; read at gice_init after GICE_FAULTS; empty: none",
 	 GICE_PARAM_STR, 0, 0},
 	{NULL, NULL, NULL, 0, 0, 0},
 };

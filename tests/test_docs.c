@@ -371,8 +371,9 @@ START_TEST(every_gice_name_in_the_sources_is_a_listed_parameter)
 }
 END_TEST
 
-/* Every counter of GICE_STATS_LIST has a help line, and README.md's Statistics table has a row
- * with its name and that help (regenerate the table from gice-info -s). */
+/* Every counter of GICE_STATS_LIST, and every per-peer gauge of GICE_PEER_GAUGE_LIST, has a help
+ * line, and README.md's Statistics table has a row with its name and that help (regenerate the
+ * table from gice-info -s). */
 START_TEST(every_counter_is_in_the_readme_with_its_help)
 {
 	static const struct {
@@ -381,6 +382,9 @@ START_TEST(every_counter_is_in_the_readme_with_its_help)
 #define ROW(name, from, field, help) {#name, help},
 		GICE_STATS_LIST(ROW)
 #undef ROW
+#define GAUGE_ROW(name, help) {#name, help},
+		GICE_PEER_GAUGE_LIST(GAUGE_ROW)
+#undef GAUGE_ROW
 	};
 	char cwd[1024], missing[4096] = "", row[512];
 	size_t len, mlen = 0;
@@ -389,7 +393,9 @@ START_TEST(every_counter_is_in_the_readme_with_its_help)
 	if (!readme)
 		ck_abort_msg("README.md not found in %s: run the test from the repository root",
 			     getcwd(cwd, sizeof(cwd)) ? cwd : "the working directory");
-	ck_assert_uint_eq(sizeof(c) / sizeof(c[0]), sizeof(gice_stats_t) / sizeof(uint64_t));
+#define ONE(name, help) +1
+	ck_assert_uint_eq(sizeof(c) / sizeof(c[0]), sizeof(gice_stats_t) / sizeof(uint64_t) + (0 GICE_PEER_GAUGE_LIST(ONE)));
+#undef ONE
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		ck_assert_msg(c[i].help[0], "counter %s has no help in GICE_STATS_LIST", c[i].name);
 		snprintf(row, sizeof(row), "| `%s` |", c[i].name);

@@ -1,5 +1,6 @@
 /* Description: fault targeting (issue 14) in gice jobs of forked ranks (tests/test_job.h): a
- * lossy link is blamed on the right peer by the per-peer counts, a partition from a scenario file
+ * lossy link is blamed on the right peer by the per-peer counts, every link has round-trip
+ * samples and the lossy one none from retransmitted packets (Karn's rule), a partition from a scenario file
  * heals and traffic resumes, the same seed gives the same counts three times, rank 0 kills rank 2
  * and hangs rank 1 with gice_faults_set, faults switched on at run time on one rank leave the job
  * correct, and header corruption without CRC ends in a named error. The packet-level forms, on
@@ -33,6 +34,7 @@ struct shared {
 
 struct tally {
 	uint64_t tx[4], rx[4], drops[4], retx[4];
+	uint64_t rtt_n[4], karn[4], srtt[4], rtt_min[4], rtt_max[4]; /* the link's round trip */
 };
 
 /* Every rank puts n 64-byte messages to every other (each waited), then the ranks swap their
@@ -72,6 +74,11 @@ static int puts_rank(int rank, int size, int n, const char *file)
 		t.rx[r] = ps.rx_pkts;
 		t.drops[r] = ps.fault_drops;
 		t.retx[r] = ps.retransmits;
+		t.rtt_n[r] = ps.rtt_samples;
+		t.karn[r] = ps.rtt_karn_skips;
+		t.srtt[r] = ps.srtt_ns;
+		t.rtt_min[r] = ps.rtt_min_ns;
+		t.rtt_max[r] = ps.rtt_max_ns;
 	}
 	FAILIF(gice_allgather(&t, sizeof(t), every), "tallies");
 	for (int r = 0; r < size; r++) /* counted the same way at both ends */
@@ -107,24 +114,40 @@ static struct tally read_tally(const char *file, int rank)
 	return t;
 }
 
-/* link=0->1 at 20%: rank 0 blames peer 1 (drops, retransmits) and nobody else; ranks 1 and 2
- * inject nothing; every put lands. */
-START_TEST(test_job_lossy_link_blamed)
+/* puts_rank_100 on 3 ranks over shm under env: the exit statuses in st, rank 0's stderr in text
+ * (len bytes), every rank's tally in t. */
+static void puts_job(const char *const *env, int st[3], char *text, size_t len, struct tally t[3])
 {
-	static const char *const env[] = {"GICE_FAULTS=drop=0.2,link=0->1", "GICE_PLANE=net",
-					  "GICE_TIMEOUT_MS=5000", "GICE_STATS=1", NULL};
-	char file[] = "/tmp/gice-ft-lossy-XXXXXX", err[] = "/tmp/gice-ft-lossy-err-XXXXXX", text[16384];
-	int st[3], fd = mkstemp(file), efd = mkstemp(err);
+	char file[] = "/tmp/gice-ft-tally-XXXXXX", err[] = "/tmp/gice-ft-err-XXXXXX";
+	int fd = mkstemp(file), efd = mkstemp(err);
 
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_ge(efd, 0);
 	close(fd);
 	tally_file = file;
 	run_job(3, 3, puts_rank_100, "shm", env, st, err);
-	ssize_t n = pread(efd, text, sizeof(text) - 1, 0);
+	ssize_t n = pread(efd, text, len - 1, 0);
 	close(efd);
 	unlink(err);
 	text[n > 0 ? n : 0] = 0;
+	for (int r = 0; r < 3; r++) {
+		ck_assert_msg(st[r] == 0, "rank %d exited %d; rank 0 said: %s", r, st[r], text);
+		t[r] = read_tally(file, r);
+	}
+	unlink(file);
+}
+
+/* link=0->1 at 20%: rank 0 blames peer 1 (drops, retransmits) and nobody else; ranks 1 and 2
+ * inject nothing; every put lands. */
+START_TEST(test_job_lossy_link_blamed)
+{
+	static const char *const env[] = {"GICE_FAULTS=drop=0.2,link=0->1", "GICE_PLANE=net",
+					  "GICE_TIMEOUT_MS=5000", "GICE_STATS=1", NULL};
+	char text[16384];
+	int st[3];
+	struct tally t[3];
+
+	puts_job(env, st, text, sizeof(text), t);
 	/* GICE_STATS=1: rank 0's line for peer 1 shows the drops, the one for peer 2 none */
 	const char *l1 = strstr(text, "gice peer stats: rank 0: device 0 peer 1 (rank 1): tx_pkts ");
 	const char *l2 = strstr(text, "gice peer stats: rank 0: device 0 peer 2 (rank 2): tx_pkts ");
@@ -134,10 +157,6 @@ START_TEST(test_job_lossy_link_blamed)
 	ck_assert_int_eq(sscanf(strstr(l2, " fault_drops "), " fault_drops %llu", &d2), 1);
 	ck_assert_uint_gt(d1, 0);
 	ck_assert_uint_eq(d2, 0);
-	for (int r = 0; r < 3; r++)
-		ck_assert_int_eq(st[r], 0);
-	struct tally t[3] = {read_tally(file, 0), read_tally(file, 1), read_tally(file, 2)};
-	unlink(file);
 	printf("lossy link 0->1: rank 0 dropped %llu to peer 1 (%llu retransmits), %llu to peer 2\n",
 	       (unsigned long long)t[0].drops[1], (unsigned long long)t[0].retx[1], (unsigned long long)t[0].drops[2]);
 	ck_assert_uint_gt(t[0].drops[1], 5);
@@ -149,6 +168,46 @@ START_TEST(test_job_lossy_link_blamed)
 	for (int r = 1; r < 3; r++)
 		for (int q = 0; q < 3; q++)
 			ck_assert_uint_eq(t[r].drops[q], 0);
+}
+END_TEST
+
+/* Per-peer round trip: after traffic every link has samples with min <= srtt <= max; on the
+ * lossy link 0->1 the ACKs of packets sent more than once give none (Karn's rule): every ACK
+ * advance of its 100 one-packet puts (waited one by one) is a sample or a skip, and there are
+ * skips. GICE_STATS=json prints the gauges in the per-peer objects. */
+START_TEST(test_job_rtt_per_peer)
+{
+	static const char *const env[] = {"GICE_FAULTS=drop=0.3,link=0->1,seed=5", "GICE_PLANE=net",
+					  "GICE_TIMEOUT_MS=5000", "GICE_STATS=json", NULL};
+	char text[16384];
+	int st[3];
+	struct tally t[3];
+
+	puts_job(env, st, text, sizeof(text), t);
+	const char *js = strstr(text, "{\"rank\":0,\"device\":0,\"peer\":1,");
+	ck_assert_msg(js && strstr(js, "\"rtt_karn_skips\":") && strstr(js, "\"srtt_ns\":") &&
+			      strstr(js, "\"rtt_min_ns\":") && strstr(js, "\"rtt_max_ns\":"),
+		      "no round trip in the per-peer json: %s", text);
+	for (int r = 0; r < 3; r++)
+		for (int q = 0; q < 3; q++) {
+			if (q == r)
+				continue;
+			printf("rtt %d->%d: %llu samples, %llu skipped, min %llu srtt %llu max %llu ns (%llu retransmits)\n",
+			       r, q, (unsigned long long)t[r].rtt_n[q], (unsigned long long)t[r].karn[q],
+			       (unsigned long long)t[r].rtt_min[q], (unsigned long long)t[r].srtt[q],
+			       (unsigned long long)t[r].rtt_max[q], (unsigned long long)t[r].retx[q]);
+			ck_assert_uint_gt(t[r].rtt_n[q], 0);
+			ck_assert_uint_gt(t[r].rtt_min[q], 0);
+			ck_assert_uint_le(t[r].rtt_min[q], t[r].srtt[q]);
+			ck_assert_uint_le(t[r].srtt[q], t[r].rtt_max[q]);
+			ck_assert_uint_le(t[r].rtt_n[q] + t[r].karn[q], t[r].tx[q]);
+		}
+	/* the lossy link: every packet acknowledged once, as a sample or (sent again) a skip */
+	ck_assert_uint_eq(t[0].tx[1], 100);
+	ck_assert_uint_eq(t[0].rtt_n[1] + t[0].karn[1], t[0].tx[1]);
+	ck_assert_uint_gt(t[0].karn[1], 0);
+	ck_assert_uint_le(t[0].karn[1], t[0].retx[1]);
+	ck_assert_uint_lt(t[0].rtt_n[1], 100);
 }
 END_TEST
 
@@ -427,7 +486,8 @@ START_TEST(test_job_header_corruption_named)
 }
 END_TEST
 
-/* Rank 0 kills rank 2 at run time; a rank not in the job is refused with GICE_ERR_INVALID. */
+/* Rank 0 kills rank 2 at run time; a rank not in the job is refused with GICE_ERR_INVALID, and
+ * another rank at a collective (@collN) with GICE_ERR_UNSUPPORTED. */
 static int kill_from_rank0(int rank, int size)
 {
 	gice_device_t *d;
@@ -439,6 +499,8 @@ static int kill_from_rank0(int rank, int size)
 	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
 	if (rank == 0) {
 		FAILIF(gice_faults_set(d, "kill_rank=7@0") != GICE_ERR_INVALID, "rank 7 accepted");
+		/* another rank's collectives are its own to count */
+		FAILIF(gice_faults_set(d, "kill_rank=2@coll3") != GICE_ERR_UNSUPPORTED, "kill_rank=2@coll3 accepted");
 		FAILIF(gice_faults_set(d, "kill_rank=2@0") != GICE_OK, "kill_rank=2@0 refused");
 	}
 	if (rank == 2) {
@@ -465,6 +527,64 @@ START_TEST(test_job_rank0_kills_rank2)
 }
 END_TEST
 
+/* `test_fault_jobs job`, started by tests/test_netns_fault.sh: 2 ranks on 2 network namespaces
+ * (2 machines), over tcp. Rank 0 kills (TEST_REMOTE_FAULT=kill) or hangs (=hang) rank 1 with
+ * gice_faults_set — a FAULT request over the fabric, signed with the job's MAC, that rank 1
+ * obeys. Rank 0's put to rank 1 then fails, and the watchdog names rank 1: GICE_ERR_PEER_DEAD
+ * when killed; when hung, GICE_ERR_PEER_HUNG (namespaces of one machine share its pids, so its
+ * process is seen alive) or, on a real other machine, GICE_ERR_PEER_DEAD. A hung rank 1 finds its
+ * own put stalled and meets rank 0 at the bootstrap: alive until rank 0 saw it go silent. */
+static int remote_fault_job(int rank, int size)
+{
+	const char *what = getenv("TEST_REMOTE_FAULT");
+	int kill_it = what && !strcmp(what, "kill"), rc = GICE_OK, n = 0;
+	gice_device_t *d;
+	void *p;
+	struct shared me, all[2];
+	gice_counter_t done;
+	gice_conn_t c;
+	gice_error_info_t info;
+	char spec[32];
+
+	FAILIF(size != 2 || !what || (strcmp(what, "kill") && strcmp(what, "hang")), "TEST_REMOTE_FAULT=%s, %d ranks",
+	       what ? what : "(unset)", size);
+	FAILIF(gice_init(), "init");
+	FAILIF(gice_device_open(NULL, &d), "open");
+	FAILIF(gice_mem_alloc(d, MIB, &p) || gice_mem_register(d, p, MIB, &me.key), "mem");
+	FAILIF(gice_counter_alloc(d, &me.sig) || gice_counter_alloc(d, &done), "counters");
+	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
+	FAILIF(gice_conn_open(d, gice_device_id_of((uint32_t)(1 - rank), 0), NULL, &c), "conn");
+	if (rank == 0) {
+		snprintf(spec, sizeof(spec), "%s_rank=1@0", what);
+		int set = gice_faults_set(d, spec);
+		FAILIF(set != GICE_OK, "%s: %s", spec, gice_status_name(set));
+	} else if (kill_it) {
+		sleep(30); /* killed */
+		return 3;
+	}
+	/* puts to the other rank, each waited, until one fails (a minute at most) */
+	for (uint64_t t0 = now_ms(); rc == GICE_OK && now_ms() - t0 < 60000; n++) {
+		gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p, .bytes = 64, .rkey = all[1 - rank].key,
+				.signal = GICE_NO_COUNTER, .completion = done};
+		if ((rc = gice_post(d, &op)) == GICE_OK)
+			rc = gice_counter_wait(d, done, GICE_CMP_GE, (uint64_t)n + 1, 0, NULL);
+	}
+	gice_device_error(d, &info);
+	fprintf(stderr, "rank %d: %s_rank=1@0 across machines: put %d to rank %d ended %s; watchdog: %s\n", rank, what, n,
+		1 - rank, gice_status_name(rc), info.message ? info.message : "none");
+	if (rank == 0) {
+		int ok = kill_it ? GICE_ERR_PEER_DEAD : GICE_ERR_PEER_HUNG;
+		FAILIF(rc != ok && rc != GICE_ERR_PEER_DEAD, "the put to rank 1 ended %s", gice_status_name(rc));
+		FAILIF(info.status != rc || info.peer_rank != 1, "the watchdog named %s of rank %u",
+		       gice_status_name(info.status), info.peer_rank);
+	} else {
+		FAILIF(rc == GICE_OK, "rank 1 went on after its hang");
+	}
+	if (!kill_it) /* the hung rank lives until rank 0 has seen it */
+		FAILIF(gice_allgather(&me, sizeof(me), all), "barrier");
+	return 0; /* a device of the job is gone: no teardown */
+}
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("fault_jobs");
@@ -473,6 +593,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, test_job_lossy_link_blamed);
 	tcase_add_test(tc, test_job_same_seed_same_counts);
+	tcase_add_test(tc, test_job_rtt_per_peer);
 	tcase_add_test(tc, test_job_partition_heals);
 	tcase_add_test(tc, test_job_rank0_kills_rank2);
 	tcase_add_test(tc, test_job_rank0_hangs_rank1);
@@ -482,13 +603,5 @@ static Suite *suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+/* `test_fault_jobs job`: the cross-machine kill or hang (test_netns_fault.sh starts it). */
+int main(int argc, char **argv) { return test_main_or_job(argc, argv, remote_fault_job, suite); }

@@ -99,6 +99,49 @@ START_TEST(test_spec_forms)
 	f = spec_of("drop=1@250ms");
 	ck_assert_uint_eq(f.rule[0].at_ns, 250000000ull);
 	ck_assert_uint_eq(f.rule[0].dur_ns, UINT64_MAX);
+	ck_assert_uint_eq(f.rule[0].coll_at, 0);
+}
+END_TEST
+
+/* Windows in collective operations: @collN (from the N-th on), @collN+K (K of them), at=collN+K
+ * for a group, and kill_rank / hang_rank at the start of a rank's N-th collective. */
+START_TEST(test_spec_coll_forms)
+{
+	gice_faults_t f = spec_of("nth_put=2@coll3+1,link=0->1;drop=1@coll2,peer=2;at=coll4+inf,corrupt_msg=1,"
+				  "dup=0.5@1s;kill_rank=2@coll5;hang_rank=1@coll6");
+
+	ck_assert_uint_eq(f.n_rules, 4);
+	ck_assert(f.rule[0].kind == GICE_FK_NTH_PUT && f.rule[0].n == 2);
+	ck_assert_uint_eq(f.rule[0].coll_at, 3);
+	ck_assert_uint_eq(f.rule[0].coll_n, 1);
+	ck_assert_uint_eq(f.rule[0].at_ns, 0);
+	ck_assert_uint_eq(f.rule[0].dur_ns, UINT64_MAX);
+	ck_assert_uint_eq(f.rule[0].from, 1);
+	ck_assert_uint_eq(f.rule[0].to, 2);
+	ck_assert_uint_eq(f.rule[1].coll_at, 2);
+	ck_assert_uint_eq(f.rule[1].coll_n, UINT64_MAX);
+	ck_assert_uint_eq(f.rule[2].coll_at, 4); /* the group's window */
+	ck_assert_uint_eq(f.rule[2].coll_n, UINT64_MAX);
+	ck_assert_uint_eq(f.rule[3].coll_at, 0); /* its own, in time */
+	ck_assert_uint_eq(f.rule[3].at_ns, 1000000000ull);
+	ck_assert_int_eq(f.kill_rank, 2);
+	ck_assert_uint_eq(f.kill_coll, 5);
+	ck_assert_uint_eq(f.kill_at_ns, 0);
+	ck_assert_int_eq(f.hang_rank, 1);
+	ck_assert_uint_eq(f.hang_coll, 6);
+	/* a scenario line's window in collectives */
+	char path[] = "/tmp/gice-ft-collscript-XXXXXX";
+	const char *text = "@coll5+1 nth_put=2,link=1->2\n";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	ck_assert_int_eq(gice_faults_load(NULL, path, &f), GICE_OK);
+	unlink(path);
+	ck_assert_uint_eq(f.n_rules, 1);
+	ck_assert_uint_eq(f.rule[0].coll_at, 5);
+	ck_assert_uint_eq(f.rule[0].coll_n, 1);
+	ck_assert_uint_eq(f.rule[0].from, 1ull << 1);
 }
 END_TEST
 
@@ -126,6 +169,10 @@ START_TEST(test_spec_refused)
 		{"bogus=1", "unknown key \"bogus\""},
 		{"seed=1;seed=2", "seed given twice"},
 		{"at=1s,stall_ct=0@1s+1s", "at= without a network fault in its group"},
+		{"kill_rank=1@coll0", "collectives count from 1 (coll1 is the first)"},
+		{"drop=1@coll2+0", "a window of 0 collectives"},
+		{"drop=1@collx", "\"x\" is not a decimal integer"},
+		{"stall_ct=0@coll2+1", "a stall takes a time window, not collectives"},
 		{"drop=0.1,dup=0.1,reorder=0.1,corrupt=0.1;drop=0.1,dup=0.1,reorder=0.1,corrupt=0.1;"
 		 "drop=0.1,dup=0.1,reorder=0.1,corrupt=0.1;drop=0.1,dup=0.1,reorder=0.1,corrupt=0.1;drop=0.1",
 		 "more than 16 network faults"},
@@ -192,6 +239,7 @@ START_TEST(test_spec_round_trip)
 		"nth_put=5,after_ops=10,rank=0;corrupt_msg=1;latency=50us,rate=100MBps,peer=2;seed=4",
 		"drop=0.1,ctl=1;stall_ct=0@1s+1s,rank=2;stall_ct=1@0ms+inf;kill_rank=1@3s",
 		"peer=1,drop=0.2;dup=0.3",
+		"nth_put=2@coll3+1,link=0->1;drop=1@coll2,peer=2;kill_rank=2@coll5;hang_rank=1@coll6",
 	};
 	char buf[1024];
 	gice_faults_t f, g;
@@ -590,6 +638,42 @@ START_TEST(test_window)
 }
 END_TEST
 
+/* A window in collectives: the owner's count (fab_fault_coll), not time, opens and closes it;
+ * a rule added later counts the collectives from its own start. */
+START_TEST(test_coll_window)
+{
+	tpair_t p;
+	gice_faults_t f = spec_of("drop=1@coll1+1,peer=2");
+
+	tpair_open(&p, "drop=1@coll2+2,peer=1");
+	put1(&p, 0, 1, 0); /* before any collective */
+	ck_assert_int_eq(fab_fault_coll(p.a, 1), GICE_OK);
+	put1(&p, 0, 1, 1);
+	ck_assert_int_eq(fab_fault_coll(p.a, 2), GICE_OK);
+	put1(&p, 0, 1, 2); /* collectives 2 and 3: dropped */
+	put1(&p, 0, 2, 0); /* another peer: out of scope */
+	ck_assert_int_eq(fab_fault_coll(p.a, 3), GICE_OK);
+	put1(&p, 0, 1, 3);
+	ck_assert_int_eq(fab_fault_add(p.a, &f), GICE_OK); /* its first collective is the 4th */
+	put1(&p, 0, 2, 1);
+	ck_assert_int_eq(fab_fault_coll(p.a, 4), GICE_OK);
+	put1(&p, 0, 1, 4);
+	put1(&p, 0, 2, 2);
+	ck_assert_int_eq(fab_fault_coll(p.a, 5), GICE_OK);
+	put1(&p, 0, 2, 3);
+	tpair_settle(&p, 20);
+	static const uint32_t want1[5] = {1, 1, 0, 0, 1}, want2[4] = {1, 1, 0, 1};
+	for (int i = 0; i < 5; i++)
+		ck_assert_msg(p.got[1][i] == want1[i], "peer 1 psn %d: %u", i, p.got[1][i]);
+	for (int i = 0; i < 4; i++)
+		ck_assert_msg(p.got[2][i] == want2[i], "peer 2 psn %d: %u", i, p.got[2][i]);
+	ck_assert_uint_eq(peer_st(&p, 1).dropped, 2);
+	ck_assert_uint_eq(peer_st(&p, 2).dropped, 1);
+	ck_assert_int_eq(fab_fault_coll(p.b, 1), GICE_ERR_INVALID); /* not a wrapper */
+	tpair_close(&p);
+}
+END_TEST
+
 /* latency=30ms on peer 1: its packets arrive no sooner, in order; peer 2's are not held. */
 START_TEST(test_latency_holds_in_order)
 {
@@ -672,6 +756,7 @@ static Suite *suite(void)
 	TCase *tc = tcase_create("spec");
 
 	tcase_add_test(tc, test_spec_forms);
+	tcase_add_test(tc, test_spec_coll_forms);
 	tcase_add_test(tc, test_spec_refused);
 	tcase_add_test(tc, test_spec_round_trip);
 	tcase_add_test(tc, test_script_timeline);
@@ -687,6 +772,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_corrupt_msg_exactly_once);
 	tcase_add_test(tc, test_same_seed_same_drops_any_order);
 	tcase_add_test(tc, test_window);
+	tcase_add_test(tc, test_coll_window);
 	tcase_add_test(tc, test_latency_holds_in_order);
 	tcase_add_test(tc, test_rate_never_exceeded);
 	tcase_add_test(tc, test_add_keeps_earlier_faults);

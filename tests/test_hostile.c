@@ -4,8 +4,8 @@
  * job's key, the job's key from an endpoint that is not the device it claims (tcp and udp name
  * the sender of each packet; shm cannot be trusted to: fab_ofi.c), forged BYEs, floods; then, as
  * a member of the job would (GICE_CT_AUTH=0: the MAC and the sender binding off), GET_REQs with
- * bad lengths, rendezvous announcements that would make the device read its own memory, and a
- * peer that never acknowledges. Each case checks that the device stays up, that no byte of its
+ * bad lengths, rendezvous announcements that would make the device read its own memory, a
+ * peer that never acknowledges, and FAULT requests (kill yourself), refused without the MAC. Each case checks that the device stays up, that no byte of its
  * memory changes (the whole arena is compared), that the rejection is counted in its named
  * statistic, and that the device's own traffic still completes. Over shm, tcp and raw udp
  * (whose device checks CRC32Cs: the hostile sender computes them, as anyone can). */
@@ -149,6 +149,12 @@ static void h_bye(uint32_t src, const uint64_t *key)
 	h_send((ct_hdr_t){.op = CT_PKT_BYE, .src_gid = src}, key, NULL, 0);
 }
 
+/* "Kill yourself" (a FAULT request), claiming to come from device src. */
+static void h_fault_kill(uint32_t src, const uint64_t *key)
+{
+	h_send((ct_hdr_t){.op = CT_PKT_FAULT, .src_gid = src, .value = CT_FAULT_KILL}, key, NULL, 0);
+}
+
 static gice_stats_t stats(void)
 {
 	gice_stats_t st;
@@ -211,7 +217,23 @@ START_TEST(packets_without_the_jobs_mac_are_dropped_and_counted)
 	h_put(me, NULL);        /* the device's own id */
 	h_bye(me, NULL);        /* "I am you, and I am closing" */
 	h_bye(peer, other_job); /* "device 1 is closing" */
-	WAIT_STAT(rx_auth_bad, base + 5);
+	h_fault_kill(peer, NULL);      /* "kill yourself", unsigned */
+	h_fault_kill(peer, other_job); /* ... signed by another job */
+	WAIT_STAT(rx_auth_bad, base + 7);
+	arena_unchanged();
+	own_traffic_completes();
+}
+END_TEST
+
+/* Without GICE_CT_AUTH nothing proves who sent a FAULT request: a device refuses every one
+ * (counted in rx_auth_bad) and its process lives on (a kill obeyed would end this test). */
+START_TEST(fault_requests_without_authentication_are_refused)
+{
+	uint64_t base = stats().rx_auth_bad;
+
+	h_fault_kill(gice_device_id(d2), NULL);
+	WAIT_STAT(rx_auth_bad, base + 1);
+	nap_ms(50); /* a kill obeyed would come from the watchdog thread */
 	arena_unchanged();
 	own_traffic_completes();
 }
@@ -555,6 +577,7 @@ static Suite *suite(void)
 		tcase_add_test(tc, get_requests_with_bad_lengths_are_refused);
 		tcase_add_test(tc, rendezvous_announcements_never_read_the_devices_own_memory);
 		tcase_add_test(tc, a_peer_withholding_acks_starves_only_itself);
+		tcase_add_test(tc, fault_requests_without_authentication_are_refused);
 		suite_add_tcase(s, tc);
 	}
 	/* libfabric 1.17's shm checks no key or bound on a remote read (it copies with

@@ -163,6 +163,34 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 }
 END_TEST
 
+/* A FAULT request (op 14) is a header alone: kill (1) or hang (2), the delay in aux; any other
+ * action, a payload or a piggybacked ack is refused. */
+START_TEST(fault_request_carries_an_action_and_nothing_else)
+{
+	uint8_t pkt[CT_HDR_BYTES];
+	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .op = CT_PKT_FAULT, .src_gid = 1,
+		      .dst_gid = 2, .value = CT_FAULT_HANG, .aux = 250000000},
+		 o;
+
+	ct_proto_build(&h, pkt);
+	ck_assert_int_eq(ct_proto_parse(pkt, CT_HDR_BYTES, &o, NULL), GICE_OK);
+	ck_assert_uint_eq(o.value, CT_FAULT_HANG);
+	ck_assert_uint_eq(o.aux, 250000000);
+	ck_assert_str_eq(ct_pkt_name(CT_PKT_FAULT), "FAULT");
+	h.value = 3;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "unknown fault action");
+	h.value = 0;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "unknown fault action");
+	h.value = CT_FAULT_KILL;
+	h.payload_len = 16;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 16), "control packet with payload");
+	h.payload_len = 0;
+	h.flags = CT_HF_ACK;
+	h.ack = 3;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "piggybacked ack on an unsequenced packet");
+}
+END_TEST
+
 /* A sequenced packet carries a cumulative ack in `ack` (offset 84) under CT_HF_ACK (bit 7). */
 START_TEST(piggybacked_ack_round_trips)
 {
@@ -330,6 +358,7 @@ int main(void)
 	tcase_add_test(tc, layout_is_little_endian_at_documented_offsets);
 	tcase_add_test(tc, malformed_headers_are_rejected_with_a_reason);
 	tcase_add_test(tc, piggybacked_ack_round_trips);
+	tcase_add_test(tc, fault_request_carries_an_action_and_nothing_else);
 	tcase_add_test(tc, packet_names_cover_every_op);
 	tcase_add_test(tc, siphash_matches_the_reference_vectors);
 	tcase_add_test(tc, siphash13_matches_the_reference_vectors);

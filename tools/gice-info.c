@@ -100,7 +100,8 @@ static int list_config(void)
 
 /* ---------------------------------------------------------------- -s */
 
-/* The counters, from GICE_STATS_LIST: the fields of gice_stats_t, in order. */
+/* The counters, from GICE_STATS_LIST: the fields of gice_stats_t, in order; then the per-peer
+ * gauges of GICE_PEER_GAUGE_LIST (source "peer": gice_device_peer_stats only). */
 #define STAT_SOURCE_ENGINE "engine"
 #define STAT_SOURCE_FAULT "faults"
 #define STAT_SOURCE_STORAGE "storage"
@@ -114,6 +115,9 @@ static int list_stats(void)
 #define STAT_ROW(name, from, field, help) {#name, STAT_SOURCE_##from, help},
 		GICE_STATS_LIST(STAT_ROW)
 #undef STAT_ROW
+#define GAUGE_ROW(name, help) {#name, "peer", help},
+		GICE_PEER_GAUGE_LIST(GAUGE_ROW) /* gice_device_peer_stats only */
+#undef GAUGE_ROW
 	};
 	int w = 4; /* "NAME" */
 

@@ -144,18 +144,36 @@ static int parse_prob(span_t t, double *out, char *why, size_t wlen)
 	return 0;
 }
 
-/* R@T */
-static int parse_rank_at(span_t t, int32_t *rank, uint64_t *at, char *why, size_t wlen)
+/* "collN": 1 and *n when t starts with coll (0 when it does not; -1 with why when N is bad). */
+static int parse_coll(span_t t, uint64_t *n, char *why, size_t wlen)
+{
+	if (t.n < 4 || memcmp(t.s, "coll", 4))
+		return 0;
+	if (parse_uint((span_t){t.s + 4, t.n - 4}, UINT64_MAX - 1, n, why, wlen))
+		return -1;
+	if (!*n) {
+		snprintf(why, wlen, "collectives count from 1 (coll1 is the first)");
+		return -1;
+	}
+	return 1;
+}
+
+/* R@T or R@collN */
+static int parse_rank_at(span_t t, int32_t *rank, uint64_t *at, uint64_t *coll, char *why, size_t wlen)
 {
 	span_t r, when;
 	uint64_t v;
+	int c;
 
 	if (!span_split(t, '@', &r, &when)) {
-		snprintf(why, wlen, "missing '@': the form is RANK@TIME, e.g. 1@2s");
+		snprintf(why, wlen, "missing '@': the form is RANK@TIME or RANK@collN, e.g. 1@2s or 1@coll3");
 		return -1;
 	}
-	if (parse_uint(span_trim(r), INT32_MAX, &v, why, wlen) || parse_dur(span_trim(when), 0, at, why, wlen))
+	if (parse_uint(span_trim(r), INT32_MAX, &v, why, wlen) || (c = parse_coll(span_trim(when), coll, why, wlen)) < 0 ||
+	    (!c && parse_dur(span_trim(when), 0, at, why, wlen)))
 		return -1;
+	if (c)
+		*at = 0;
 	*rank = (int32_t)v;
 	return 0;
 }
@@ -168,6 +186,10 @@ static int parse_stall(span_t t, gice_fault_stall_t *st, char *why, size_t wlen)
 
 	if (!span_split(t, '@', &c, &rest)) {
 		snprintf(why, wlen, "missing '@': the form is CT@TIME+DURATION, e.g. 0@2s+500ms");
+		return -1;
+	}
+	if (rest.n >= 4 && !memcmp(span_trim(rest).s, "coll", 4)) {
+		snprintf(why, wlen, "a stall takes a time window, not collectives: the form is CT@TIME+DURATION");
 		return -1;
 	}
 	if (!span_split(rest, '+', &when, &dur)) {
@@ -206,17 +228,36 @@ static int parse_ranks(span_t t, uint64_t *mask, char *why, size_t wlen)
 	return 0;
 }
 
-/* Split an optional window "@T" or "@T+D" off a fault's value. */
+/* Split an optional window "@T", "@T+D", "@collN" or "@collN+K" off a fault's value. */
 static int parse_window(span_t *val, gice_fault_rule_t *r, char *why, size_t wlen)
 {
-	span_t v, w, when, dur;
+	span_t v, w, when, dur = {NULL, 0};
+	int c, plus;
 
 	r->at_ns = 0;
 	r->dur_ns = UINT64_MAX;
+	r->coll_at = 0;
+	r->coll_n = UINT64_MAX;
 	if (!span_split(*val, '@', &v, &w))
 		return 0;
 	*val = span_trim(v);
-	if (span_split(w, '+', &when, &dur))
+	if (!(plus = span_split(w, '+', &when, &dur)))
+		when = w;
+	if ((c = parse_coll(span_trim(when), &r->coll_at, why, wlen)) < 0)
+		return -1;
+	if (c) { /* K collectives: a count, or inf */
+		dur = span_trim(dur);
+		if (!plus || span_eq(dur, "inf"))
+			return 0;
+		if (parse_uint(dur, UINT64_MAX - 1, &r->coll_n, why, wlen))
+			return -1;
+		if (!r->coll_n) {
+			snprintf(why, wlen, "a window of 0 collectives");
+			return -1;
+		}
+		return 0;
+	}
+	if (plus)
 		return parse_dur(span_trim(when), 0, &r->at_ns, why, wlen) ||
 		       parse_dur(span_trim(dur), 1, &r->dur_ns, why, wlen);
 	return parse_dur(span_trim(w), 0, &r->at_ns, why, wlen);
@@ -303,6 +344,7 @@ static int key_has_list(span_t key)
 typedef struct {
 	uint64_t from, to, after_ops;
 	uint64_t at_ns, dur_ns; /* at=: the window of its faults that name none */
+	uint64_t coll_at, coll_n; /* ... or at=collN+K */
 	uint8_t ctl;
 	uint64_t seen;      /* keys given in the group (bit k) */
 	uint32_t rule0, stall0; /* its first rule and stall */
@@ -428,6 +470,8 @@ static int parse_item(span_t tok, gice_faults_t *f, group_t *g, unsigned *global
 			return -1;
 		g->at_ns = w.at_ns;
 		g->dur_ns = w.dur_ns;
+		g->coll_at = w.coll_at;
+		g->coll_n = w.coll_n;
 		return 0;
 	}
 	case K_CTL:
@@ -445,8 +489,8 @@ static int parse_item(span_t tok, gice_faults_t *f, group_t *g, unsigned *global
 			return -1;
 		f->stall[f->n_stall++].ranks = GICE_FAULTS_ANY;
 		return 0;
-	case K_HANG_RANK: return parse_rank_at(val, &f->hang_rank, &f->hang_at_ns, why, wlen);
-	default: return parse_rank_at(val, &f->kill_rank, &f->kill_at_ns, why, wlen);
+	case K_HANG_RANK: return parse_rank_at(val, &f->hang_rank, &f->hang_at_ns, &f->hang_coll, why, wlen);
+	default: return parse_rank_at(val, &f->kill_rank, &f->kill_at_ns, &f->kill_coll, why, wlen);
 	}
 }
 
@@ -463,9 +507,11 @@ static int group_close(gice_faults_t *f, group_t *g, char *why, size_t wlen)
 			return -1;
 		}
 		for (uint32_t i = g->rule0; i < f->n_rules; i++)
-			if (!f->rule[i].at_ns && f->rule[i].dur_ns == UINT64_MAX) {
+			if (!f->rule[i].at_ns && f->rule[i].dur_ns == UINT64_MAX && !f->rule[i].coll_at) {
 				f->rule[i].at_ns = g->at_ns;
 				f->rule[i].dur_ns = g->dur_ns;
+				f->rule[i].coll_at = g->coll_at;
+				f->rule[i].coll_n = g->coll_n;
 			}
 	}
 	if (!(g->seen & SCOPE_KEYS))

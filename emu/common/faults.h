@@ -11,13 +11,17 @@
  *           | partition=A|B                drop everything between rank lists A and B (both ways)
  *           | nth_put=N                    the N-th put (1-based) is lost, every retransmission too
  *           | corrupt_msg=N                the N-th operation's first packet corrupted, once
- *           each optionally followed by @T or @T+D: a window (D may be inf)
+ *           each optionally followed by a window: @T or @T+D (time, D may be inf), or
+ *           @collN or @collN+K (from the N-th collective operation for K of them, K may be inf)
  *   scope   = link=A->B | peer=P[,Q..] | rank=R[,S..] (or from=) | after_ops=N | ctl=1
- *           | at=T[+D]                     the window of the group's faults that name none
+ *           | at=T[+D] | at=collN[+K]      the window of the group's faults that name none
  *   global  = seed=N | stall_ct=C@T+D | hang_rank=R@T | kill_rank=R@T
+ *           | hang_rank=R@collN | kill_rank=R@collN   at the start of rank R's N-th collective
  * A rank list continues over commas: "partition=0,1|2,3" and "peer=1,3" are one item each.
  * Times T, D: an integer with ns, us, ms or s, or a bare integer of ms, counted from the end of
- * the device's open (GICE_FAULTS) or from the gice_faults_set call. Ranks named in a scope are
+ * the device's open (GICE_FAULTS) or from the gice_faults_set call; collective operations (every
+ * gice_coll_* call a device takes part in, each iteration of a persistent one) are counted per
+ * device, from its open or from the call, the first being 1. Ranks named in a scope are
  * 0..63. Packets are matched by sender rank (rank=, the rank that injects) and receiver rank
  * (peer=); control packets (ACK, heartbeat, BYE) are exempt from everything but partitions
  * unless the group says ctl=1. */
@@ -64,6 +68,10 @@ typedef struct {
 	uint64_t at_ns; /* window start, from the origin (end of device open, or gice_faults_set) */
 	uint64_t dur_ns; /* window length; UINT64_MAX: for good */
 	uint64_t after_ops; /* acts once this many operations matching its scope were sent */
+	uint64_t coll_at;   /* a window in collectives instead (@collN+K): from the coll_at-th (1-based; 0:
+			     * a time window), for coll_n of them (UINT64_MAX: for good); at_ns, dur_ns
+			     * are then 0 and UINT64_MAX */
+	uint64_t coll_n;
 } gice_fault_rule_t;
 
 typedef struct {
@@ -82,6 +90,8 @@ typedef struct {
 	uint64_t hang_at_ns;
 	int32_t kill_rank; /* -1: none */
 	uint64_t kill_at_ns;
+	uint64_t hang_coll, kill_coll; /* @collN: at the start of the rank's N-th collective instead of
+					* at a time (0: at hang_at_ns / kill_at_ns) */
 } gice_faults_t;
 
 /* Parse spec (NULL or "" = no faults: no rule, seed 1, no stall, hang_rank and kill_rank -1)

@@ -160,7 +160,11 @@ static void fmt_rule(fmt_t *o, const gice_fault_rule_t *r)
 	}
 	fmt_item(o, &s);
 	fmt_raw(o, "%s=%s", gice_fault_kind_name(r->kind), v);
-	if (r->at_ns || r->dur_ns != UINT64_MAX) {
+	if (r->coll_at) {
+		fmt_raw(o, "@coll%llu", (unsigned long long)r->coll_at);
+		if (r->coll_n != UINT64_MAX)
+			fmt_raw(o, "+%llu", (unsigned long long)r->coll_n);
+	} else if (r->at_ns || r->dur_ns != UINT64_MAX) {
 		fmt_dur(a, sizeof(a), r->at_ns);
 		fmt_raw(o, "@%s", a);
 		if (r->dur_ns != UINT64_MAX) {
@@ -195,15 +199,17 @@ void gice_faults_format(const gice_faults_t *f, char *buf, size_t len)
 		fmt_item(&o, &s);
 		fmt_raw(&o, "stall_ct=%u@%s+%s", f->stall[i].ct, t, d);
 	}
-	if (f->hang_rank >= 0) {
-		fmt_dur(t, sizeof(t), f->hang_at_ns);
+	for (int k = 0; k < 2; k++) {
+		int32_t r = k ? f->kill_rank : f->hang_rank;
+		uint64_t coll = k ? f->kill_coll : f->hang_coll;
+		if (r < 0)
+			continue;
+		if (coll)
+			snprintf(t, sizeof(t), "coll%llu", (unsigned long long)coll);
+		else
+			fmt_dur(t, sizeof(t), k ? f->kill_at_ns : f->hang_at_ns);
 		fmt_item(&o, &scope_none);
-		fmt_raw(&o, "hang_rank=%d@%s", f->hang_rank, t);
-	}
-	if (f->kill_rank >= 0) {
-		fmt_dur(t, sizeof(t), f->kill_at_ns);
-		fmt_item(&o, &scope_none);
-		fmt_raw(&o, "kill_rank=%d@%s", f->kill_rank, t);
+		fmt_raw(&o, "%s_rank=%d@%s", k ? "kill" : "hang", r, t);
 	}
 	fmt_close(&o);
 }

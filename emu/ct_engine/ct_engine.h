@@ -96,6 +96,11 @@ typedef struct {
 	 * the peer); may be NULL */
 	void (*on_peer_lost)(void *arg, const struct ct_event *ev);
 	void *on_peer_lost_arg;
+	/* called when peer src_gid asks this rank (a FAULT packet, carrying the job's MAC) to kill
+	 * (kill 1) or hang (kill 0) itself delay_ns from now: by the link's holder, so it only
+	 * records it (the action happens elsewhere); NULL: such requests are refused */
+	void (*on_fault)(void *arg, uint32_t src_gid, int kill, uint64_t delay_ns);
+	void *on_fault_arg;
 	/* CT threads of the whole job on this machine (0: unknown): more than the CPUs this
 	 * process may use, and CT threads sleep at once when idle instead of spinning
 	 * GICE_CT_SPIN_US (unless that is set), as a spinner that must yield its core holds up
@@ -125,6 +130,11 @@ typedef enum { GICE_STATS_LIST(CT_STAT_ENUM) CT_STATS } ct_stat_t;
 typedef struct {
 	uint64_t v[CT_STATS];
 } ct_stats_t;
+
+/* The per-peer gauges of GICE_PEER_GAUGE_LIST (the link's round-trip time), by CT_GAUGE_<name>. */
+#define CT_GAUGE_ENUM(name, help) CT_GAUGE_##name,
+typedef enum { GICE_PEER_GAUGE_LIST(CT_GAUGE_ENUM) CT_GAUGES } ct_gauge_t;
+#undef CT_GAUGE_ENUM
 
 /* What the watchdog found (ct_engine_watch): a peer dead or not acknowledging, or a CT stalled. */
 typedef struct ct_event {
@@ -242,6 +252,13 @@ int ct_engine_mr(const ct_engine_t *e, fab_mr_info_t *mr);
  * to do); revoke: GICE_ERR_BAD_KEY when key was never exposed. Set-up calls. */
 int ct_engine_expose(ct_engine_t *e, uint64_t key, uint64_t off, uint64_t len);
 int ct_engine_revoke(ct_engine_t *e, uint64_t key);
+/* Ask the rank of peer device gid to kill (kill 1) or hang (kill 0) itself
+ * delay_ns after the request arrives: one FAULT packet, signed with the job's MAC (unsequenced,
+ * like a heartbeat: an unreliable provider may lose it). GICE_OK once handed to the fabric;
+ * GICE_ERR_UNSUPPORTED: GICE_CT_AUTH is off (a receiver could not trust it; logged);
+ * GICE_ERR_INVALID: gid is not a peer; GICE_ERR_PEER_DEAD: it was declared dead; or the
+ * fabric's error. */
+int ct_engine_fault_request(ct_engine_t *e, uint32_t gid, int kill, uint64_t delay_ns);
 /* GICE_CT_AUTH of this engine: 1 if it signs its packets and checks its peers' (every device of
  * a job must agree). */
 int ct_engine_auth(const ct_engine_t *e);
@@ -298,6 +315,10 @@ int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint
 /* Copy e's counters for peer device gid (those of GICE_PEER_STATS_LIST it keeps; the others
  * zero) into *st. GICE_OK; GICE_ERR_OUT_OF_BOUNDS: gid not below GICE_CT_MAX_PEERS. */
 int ct_engine_peer_stats(const ct_engine_t *e, uint32_t gid, ct_stats_t *st);
+/* Copy e's gauges for peer device gid (GICE_PEER_GAUGE_LIST) into g: a consistent view of the
+ * round trip (rtt_min_ns <= srtt_ns <= rtt_max_ns once sampled; all 0 before). GICE_OK;
+ * GICE_ERR_OUT_OF_BOUNDS: gid not below GICE_CT_MAX_PEERS. */
+int ct_engine_peer_gauges(const ct_engine_t *e, uint32_t gid, uint64_t g[CT_GAUGES]);
 /* Copy up to max most recent traces (oldest first); returns the count. */
 uint32_t ct_trace_read(const ct_engine_t *e, ct_trace_t *out, uint32_t max);
 /* The same for the request messages that landed here. */

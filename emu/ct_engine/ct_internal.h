@@ -134,6 +134,9 @@ typedef struct { /* link-private (under the link lock) */
 	/* the counters of GICE_PEER_STATS_LIST that the engine keeps, for this peer (relaxed:
 	 * ct_stat_add_peer; read by ct_engine_peer_stats from any thread) */
 	_Atomic uint64_t st[CT_STATS];
+	/* the link's round trip (GICE_PEER_GAUGE_LIST): written under the link lock by
+	 * ct_rtt_sample, read by ct_engine_peer_gauges from any thread */
+	_Atomic uint64_t gauge[CT_GAUGES];
 } ct_peer_t;
 
 typedef struct {
@@ -485,7 +488,13 @@ void ct_control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket);
 /* ct_peer_stats.c: a packet of len bytes failed its checksum: count it for the peer its header
  * names (when that is a peer) */
 void ct_rx_csum_peer(struct ct_engine *e, const uint8_t *buf, size_t len);
+/* A round-trip sample rtt (ns) of peer p, whose smoothed value is now srtt: into its gauges
+ * (link lock held). */
+void ct_rtt_sample(struct ct_engine *e, ct_peer_t *p, uint64_t rtt, uint64_t srtt);
 /* ct_watch.c: stalled CTs, fault injection */
 int ct_injected_stall(ct_tile_t *t, uint64_t now);
+/* A FAULT packet from a peer (parsed, authentic if authentication is on): obeyed only under
+ * GICE_CT_AUTH, through attr.on_fault; else counted in rx_auth_bad and logged. */
+void ct_rx_fault(struct ct_engine *e, const ct_hdr_t *h);
 
 #endif

@@ -39,6 +39,7 @@ static void rto_update(ct_engine_t *e, ct_peer_t *p, uint64_t rtt)
 		p->srtt = (7 * p->srtt + rtt) / 8;
 	}
 	p->rto = GICE_MAX(e->rto_min_ns, GICE_MIN(e->rto_max_ns, p->srtt + 4 * p->rttvar));
+	ct_rtt_sample(e, p, rtt, p->srtt);
 }
 
 static uint64_t peer_rto(const ct_engine_t *e, const ct_peer_t *p)
@@ -112,6 +113,8 @@ void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint6
 		ct_txrec_t *last = &p->tx[(cum - 1) & p->tx_mask];
 		if (last->tries == 1 && now > last->t_tx) /* Karn: no samples from retransmissions */
 			rto_update(e, p, now - last->t_tx);
+		else if (last->tries > 1)
+			ct_stat_add_peer(e, p, CT_STAT_rtt_karn_skips, 1);
 		cwnd_grow(e, p, cum - p->acked_psn);
 		p->acked_psn = cum;
 		p->backoff = 0;

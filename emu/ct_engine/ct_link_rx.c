@@ -398,6 +398,9 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	case CT_PKT_BYE:
 		ct_peer_fail(e, h.src_gid, GICE_ERR_PEER_DEAD, "closed its device");
 		return;
+	case CT_PKT_FAULT:
+		ct_rx_fault(e, &h);
+		return;
 	}
 
 	tm_progress(e->attr.tm);

@@ -89,10 +89,18 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 		memcpy(hdr + CT_HDR_CSUM_OFF, &c, 4);
 	}
 	uint32_t gid = (uint32_t)(p - e->peers), len = CT_HDR_BYTES + plen;
-	if (e->bundle_len && (e->bundle_gid != gid || e->bundle_len + len > e->mtu_max || len > e->mtu_max / 2) &&
-	    (rc = ct_bundle_flush(e)))
-		return rc;
-	if (len > e->mtu_max / 2) { /* a large packet goes alone: no copy */
+	int alone = len > e->mtu_max / 2; /* a large packet goes alone: no copy */
+	if (e->bundle_len && (e->bundle_gid != gid || e->bundle_len + len > e->mtu_max || alone) &&
+	    (rc = ct_bundle_flush(e))) {
+		/* the fabric refuses the bundle for now: a packet to another peer goes alone, past it
+		 * (nothing orders packets to different peers); else a peer that stopped taking packets
+		 * (dead, its queue full) would hold up the heartbeats and ACKs to every other one,
+		 * which would then find this device silent and blame it */
+		if (rc != GICE_ERR_AGAIN || e->bundle_gid == gid)
+			return rc;
+		alone = 1;
+	}
+	if (alone) {
 		rc = fab_send(e->attr.ep, p->addr, hdr, CT_HDR_BYTES, payload, plen);
 		if (rc == GICE_OK)
 			ct_stat_add(e, CT_STAT_fab_sends, 1);

@@ -184,6 +184,12 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 		}
 		if (silent <= e->timeout_ns && !waiting)
 			continue;
+		/* stuck, and the peer quiet for over half the timeout (a live one sends a heartbeat every
+		 * quarter): it is likely going silent, its last packet having been taken after ours went
+		 * out (a hung peer's heartbeat read late); judge it once silence decides, dead or hung,
+		 * rather than blame it for acknowledging nothing */
+		if (silent <= e->timeout_ns && silent > e->timeout_ns / 2)
+			continue;
 		if (p->tm && tm_region_status(p->tm) == GICE_ERR_CANCELED) {
 			/* it closed its device (no BYE over shm): not a failure */
 			ct_peer_fail(e, g, GICE_ERR_PEER_DEAD, "closed its device");

@@ -32,13 +32,22 @@
 	X(CT_PKT_HEARTBEAT, 10, "HEARTBEAT")    /* unsequenced: "still here" when idle */ \
 	X(CT_PKT_BYE, 11, "BYE")                /* unsequenced: the sender's device is closing */ \
 	X(CT_PKT_GET_RNDV, 12, "GET_RNDV")      /* get the requester reads itself once GET_GO says so */ \
-	X(CT_PKT_GET_GO, 13, "GET_GO")          /* GET_RNDV validated: read msg_len bytes (grant; plane: value) */
+	X(CT_PKT_GET_GO, 13, "GET_GO")          /* GET_RNDV validated: read msg_len bytes (grant; plane: value) */ \
+	X(CT_PKT_FAULT, 14, "FAULT")            /* unsequenced: the receiver's rank kills or hangs itself */
 
 enum ct_pkt_op {
 #define CT_PKT_ENUM_(n, v, s) n = v,
 	CT_PKT_LIST(CT_PKT_ENUM_)
 #undef CT_PKT_ENUM_
 	CT_PKT_MAX_
+};
+
+/* FAULT: what the receiver's rank does to itself (value), aux ns after the packet arrives. Sent by
+ * gice_faults_set's kill_rank / hang_rank of a rank on another machine; obeyed only when it
+ * carries the job's MAC (GICE_CT_AUTH on at both ends). */
+enum ct_fault_action {
+	CT_FAULT_KILL = 1, /* SIGKILL the process */
+	CT_FAULT_HANG = 2, /* every device of the process stops: no progress, no heartbeats */
 };
 
 enum ct_pkt_flags {

@@ -49,6 +49,54 @@ void ct_engine_fault_hang(ct_engine_t *e, uint64_t at_ns)
 	atomic_store(&e->hang_at_ns, GICE_MAX(at_ns, 1ull));
 }
 
+/* Fault injection across machines: a rank asks another to kill or hang itself (gice_faults_set
+ * of a rank on another machine, where no signal reaches), with a FAULT packet. Only the job's
+ * MAC makes it trusted: without GICE_CT_AUTH neither end takes part. */
+static const char *fault_action_name(uint64_t a) { return a == CT_FAULT_KILL ? "kill" : "hang"; }
+
+int ct_engine_fault_request(ct_engine_t *e, uint32_t gid, int kill, uint64_t delay_ns)
+{
+	uint32_t action = kill ? CT_FAULT_KILL : CT_FAULT_HANG;
+	int rc;
+
+	if (!e->auth) {
+		gice_error("fault", "device %u: %s_rank of device %u's rank: a request to another machine needs "
+				    "GICE_CT_AUTH=1 (without the job's MAC its receiver could not trust it)",
+			   e->attr.gid, fault_action_name(action), gid);
+		return GICE_ERR_UNSUPPORTED;
+	}
+	if (gid >= e->max_peers || gid == e->attr.gid)
+		return GICE_ERR_INVALID;
+	ct_link_lock(e);
+	if (!e->peers[gid].present)
+		rc = GICE_ERR_INVALID;
+	else if (e->peers[gid].dead)
+		rc = GICE_ERR_PEER_DEAD;
+	else
+		rc = ct_send_ctrl(e, gid, CT_PKT_FAULT, 0, action, delay_ns);
+	ct_link_unlock(e); /* the packet leaves now (ct_bundle_flush) */
+	if (rc)
+		gice_error("fault", "device %u: %s request to device %u: %s", e->attr.gid, fault_action_name(action), gid,
+			   gice_status_name(rc));
+	return rc;
+}
+
+void ct_rx_fault(ct_engine_t *e, const ct_hdr_t *h)
+{
+	if (!e->auth || !e->attr.on_fault) {
+		uint64_t n = ct_stat_add(e, CT_STAT_rx_auth_bad, 1);
+		if (CT_LOG_DUE(n))
+			gice_warn("fault", "device %u: refused a %s request from device %u: %s (%llu so far)", e->attr.gid,
+				  fault_action_name(h->value), h->src_gid,
+				  e->auth ? "this device takes none" : "GICE_CT_AUTH=0: it cannot be trusted",
+				  (unsigned long long)n + 1);
+		return;
+	}
+	gice_warn("fault", "device %u: device %u asks this rank to %s itself in %llu ms (FAULT request)", e->attr.gid,
+		  h->src_gid, fault_action_name(h->value), (unsigned long long)(h->aux / 1000000));
+	e->attr.on_fault(e->attr.on_fault_arg, h->src_gid, h->value == CT_FAULT_KILL, h->aux);
+}
+
 /* The host proxy of GICE_ON_TIMEOUT=fallback: runs the step of every tile the watchdog found
  * stalled (serialized with the tile's own thread by t->own) until the engine stops. */
 static void *proxy_thread(void *arg)
