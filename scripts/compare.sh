@@ -10,7 +10,8 @@
 # It writes OUTDIR/compare.csv (experiment,system,transport,ranks,bytes,metric,value: one
 # measurement a line, medians over ROUNDS), the plots latency.svg and bandwidth.svg (put, by
 # size), allreduce.svg, overlap.svg and cpu-noise.svg (drawn by scripts/svg-plot.awk: no
-# plotting package needed), and prints the ratios gice / peer. A peer that is missing or fails
+# plotting package needed) and the same as PNG (scripts/png-plot.sh: gnuplot, from Debian's
+# gnuplot-nox, which make deps installs; SVG only without it), and prints the ratios gice / peer. A peer that is missing or fails
 # leaves its rows out and says so; a failing gice run is an error (exit 1).
 # PROVIDER (default shm), ROUNDS (default 3), SIZES (put; default 8 B to 1 MiB), AR_SIZES
 # (allreduce; default 8 B to 4 MiB), RUN_TIMEOUT (default 300 s a run). --quick: two sizes,
@@ -114,18 +115,30 @@ rm -f "$raw"
 
 # plots
 sel() { awk -F, -v e="$1" -v m="$2" '$1 == e && $6 == m'  "$csv"; }
-plot() { awk -f scripts/svg-plot.awk "$@"; }
+# plot NAME VAR=VALUE...: data on stdin to NAME.svg (scripts/svg-plot.awk) and NAME.png
+# (scripts/png-plot.sh: gnuplot, which scripts/install-deps.sh installs; without it, SVG only)
+png=1
+command -v gnuplot >/dev/null 2>&1 || { png=0; echo "# no gnuplot (Debian gnuplot-nox): SVG plots only" >&2; }
+plot() {
+	local name=$1 data v args=()
+	shift
+	data=$(cat)
+	for v in "$@"; do args+=(-v "$v"); done
+	printf '%s\n' "$data" | awk -f scripts/svg-plot.awk "${args[@]}" >"$dir/$name.svg"
+	[ $png = 0 ] || printf '%s\n' "$data" | scripts/png-plot.sh "$dir/$name.png" "$@" ||
+		echo "# $name.png: gnuplot failed" >&2
+}
 sel put p50_us | awk -F, '{ print $2, $5, $7 }' |
-	plot -v logx=1 -v logy=1 -v title="put one-way latency ($prov, p50)" -v xlabel="message size (bytes)" -v ylabel="us" >"$dir/latency.svg"
+	plot latency logx=1 logy=1 title="put one-way latency ($prov, p50)" xlabel="message size (bytes)" ylabel="us"
 sel put MBps | awk -F, '{ print $2, $5, $7 }' |
-	plot -v logx=1 -v logy=1 -v title="put bandwidth ($prov)" -v xlabel="message size (bytes)" -v ylabel="MB/s" >"$dir/bandwidth.svg"
+	plot bandwidth logx=1 logy=1 title="put bandwidth ($prov)" xlabel="message size (bytes)" ylabel="MB/s"
 sel allreduce p50_us | awk -F, '{ print $2, $5, $7 }' |
-	plot -v logx=1 -v logy=1 -v title="allreduce, 2 ranks, float32 sum (p50)" -v xlabel="bytes" -v ylabel="us" >"$dir/allreduce.svg"
+	plot allreduce logx=1 logy=1 title="allreduce, 2 ranks, float32 sum (p50)" xlabel="bytes" ylabel="us"
 eff=$(sel overlap efficiency | awk -F, '{ printf "%s%s %s", (NR > 1 ? ", " : ""), substr($2, 6), $7 }')
 awk -F, '$1 == "overlap" && $6 ~ /_p50_us$/ { sub(/_p50_us$/, "", $6); print substr($2, 6), $6, $7 }' "$csv" |
-	plot -v kind=bar -v title="overlap: iteration p50 (efficiency $eff)" -v ylabel="us" >"$dir/overlap.svg"
+	plot overlap kind=bar title="overlap: iteration p50 (efficiency $eff)" ylabel="us"
 awk -F, '$1 == "cpu-noise" { print substr($2, 6), $6, $7 }' "$csv" |
-	plot -v kind=bar -v title="cpu-noise: iteration time, host threads preempted" -v ylabel="us" >"$dir/cpu-noise.svg"
+	plot cpu-noise kind=bar title="cpu-noise: iteration time, host threads preempted" ylabel="us"
 
 # ratios
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b > 0) printf "%.2fx", a / b; else print "n/a" }'; }
@@ -150,4 +163,4 @@ for m in quiet_p99_us noisy_p99_us; do
 	g=$(val cpu-noise gice-device "$b" $m) p=$(val cpu-noise gice-host "$b" $m)
 	printf '%-10s %9s %-14s %12s %12s %9s\n' cpu-noise "$b" "$m" "$g" "${p:-n/a}" "$(ratio "$g" "$p")"
 done
-echo "# peers: put fi_pingpong, allreduce Open MPI, overlap and cpu-noise gice's host mode; wrote $csv and $dir/*.svg"
+echo "# peers: put fi_pingpong, allreduce Open MPI, overlap and cpu-noise gice's host mode; wrote $csv and $dir/*.svg$([ $png = 0 ] || echo " *.png")"

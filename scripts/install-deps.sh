@@ -10,6 +10,8 @@ pkgs="$pkgs iproute2 procps iputils-ping"
 pkgs="$pkgs nftables"
 # PMIx bootstrap, and Open MPI's mpirun for the test that launches gice through it
 pkgs="$pkgs libpmix-dev openmpi-bin"
+# PNG plots of scripts/compare.sh (tests/test_compare.sh)
+pkgs="$pkgs gnuplot-nox"
 # install-deps.sh PKG...: those packages instead (scripts/install-slurm.sh)
 [ $# -gt 0 ] && pkgs="$*"
 missing=""

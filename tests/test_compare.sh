@@ -4,7 +4,8 @@
 # compare.csv with its header and gice's rows — put and allreduce p50 at both sizes, the overlap
 # efficiency and the cpu-noise quiet/noisy p50 and p99 of both modes — and five SVG plots that
 # parse as XML, the put plots with a line of gice's points, the overlap and cpu-noise plots with
-# a bar per mode and row; without OUTDIR it is a usage error (exit 2). The figures are not judged.
+# a bar per mode and row, each with its PNG twin (gnuplot); without OUTDIR it is a usage error
+# (exit 2). The figures are not judged.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -37,7 +38,9 @@ for name, lines, bars in (("latency", 1, 0), ("bandwidth", 1, 0), ("allreduce", 
     polys = [p for p in root.iter(ns + "polyline") if len(p.get("points").split()) >= 2]
     rects = [r for r in root.iter(ns + "rect") if r.find(ns + "title") is not None]
     assert len(polys) >= lines and len(rects) >= bars, (name, len(polys), len(rects))
-print("compare: %d rows, every gice row there, 5 plots drawn" % (len(rows) - 1))
+    png = open(os.path.join(d, name + ".png"), "rb").read()  # gnuplot: make deps installs it
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000, (name, len(png))
+print("compare: %d rows, every gice row there, 5 plots drawn as SVG and PNG" % (len(rows) - 1))
 EOF2
 out=$(scripts/compare.sh 2>&1)
 rc=$?
