@@ -97,11 +97,7 @@ static inline int test_main_or_job(int argc, char **argv, rank_fn job, Suite *(*
 		const char *r = getenv("GICE_RANK"), *n = getenv("GICE_WORLD_SIZE");
 		return job(r ? atoi(r) : 0, n ? atoi(n) : 1);
 	}
-	SRunner *sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return test_run_suite(suite());
 }
 
 #endif

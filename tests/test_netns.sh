@@ -8,14 +8,9 @@
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
-nsp=${GICE_NETNS_PREFIX:-gice}  # namespaces of scripts/netns-cluster.sh
 . tests/time_scale.sh
-if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
-	echo "skipped: needs root and network namespaces (ip netns)"
-	exit 77
-fi
-trap 'scripts/netns-cluster.sh down' EXIT
-scripts/netns-cluster.sh up 4 || exit 1
+. tests/netns_hosts.sh
+netns_up 4
 hosts=${nsp}-h1,${nsp}-h2,${nsp}-h3,${nsp}-h4
 fail=0
 

@@ -12,14 +12,9 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 build=${BUILD:-build}
-nsp=${GICE_NETNS_PREFIX:-gice}  # namespaces of scripts/netns-cluster.sh
 . tests/time_scale.sh
-if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
-	echo "skipped: needs root and network namespaces (ip netns)"
-	exit 77
-fi
-trap 'scripts/netns-cluster.sh down' EXIT
-scripts/netns-cluster.sh up 2 || exit 1
+. tests/netns_hosts.sh
+netns_up 2
 fail=0
 
 job() { # job KIND [gicerun options]: rank 0 kills or hangs rank 1 across the namespaces

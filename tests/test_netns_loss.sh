@@ -16,18 +16,15 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 build=${BUILD:-build}
-nsp=${GICE_NETNS_PREFIX:-gice}  # namespaces of scripts/netns-cluster.sh
 . tests/time_scale.sh
+. tests/netns_hosts.sh
 loss=${LOSS:-5000}
 tcp_args=${TCP_ARGS---timeout-ms 30000}
 udp_args=${UDP_ARGS---timeout-ms 30000}
 hosts=${nsp}-h1,${nsp}-h2
 nft=$(command -v nft || echo /usr/sbin/nft)
 
-if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
-	echo "skipped: needs root and network namespaces (ip netns)"
-	exit 77
-fi
+netns_need_root
 if [ ! -x "$nft" ]; then
 	echo "skipped: needs nft (Debian nftables; scripts/install-deps.sh installs it)"
 	exit 77

@@ -96,6 +96,17 @@ static inline int test_exit_counts(int failed, int ran)
 /* test_exit_counts for a binary whose suite sr has run. */
 static inline int test_exit(SRunner *sr) { return test_exit_counts(srunner_ntests_failed(sr), srunner_ntests_run(sr)); }
 
+/* main of a binary that is one suite: run it (CK_NORMAL), then test_exit. */
+static inline int test_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+
+	srunner_run_all(sr, CK_NORMAL);
+	int rc = test_exit(sr);
+	srunner_free(sr);
+	return rc;
+}
+
 /* Run fn(arg) in a forked child; its exit status (fn's return value), or -1 when it died. */
 static inline int test_probe(int (*fn)(void *), void *arg)
 {
