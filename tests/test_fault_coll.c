@@ -75,7 +75,9 @@ static int coll_rank(int rank, int size)
 	switch (mode) {
 	case M_KILL:
 		FAILIF(rank == 2, "rank 2 was not killed at its 4th allreduce (%d done)", v.done);
-		FAILIF(v.done != 3 || v.rc != GICE_ERR_PEER_DEAD, "allreduce %d ended %s", v.done + 1,
+		/* its 4th, or its 3rd when rank 2 died before acknowledging that one's last packets:
+		 * a device stops whole, its ACKs with it */
+		FAILIF(v.done < 2 || v.done > 3 || v.rc != GICE_ERR_PEER_DEAD, "allreduce %d ended %s", v.done + 1,
 		       gice_status_name(v.rc));
 		FAILIF(v.err.status != GICE_ERR_PEER_DEAD || v.err.peer_rank != 2, "the watchdog named %s of rank %u",
 		       gice_status_name(v.err.status), v.err.peer_rank);
@@ -83,8 +85,10 @@ static int coll_rank(int rank, int size)
 	case M_HANG:
 		/* rank 1 stays alive until the survivors have seen it hang (the bootstrap still works) */
 		if (rank != 1) {
-			FAILIF(v.done != 2 || v.rc != GICE_ERR_PEER_HUNG, "allreduce %d ended %s", v.done + 1,
-			       gice_status_name(v.rc));
+			/* the 3rd, or the 2nd when rank 1 stopped before acknowledging its last packets
+			 * (seen on a quiet machine: rank 1 had all it needed, its delayed ACK had not left) */
+			FAILIF(v.done < 1 || v.done > 2 || v.rc != GICE_ERR_PEER_HUNG, "allreduce %d ended %s",
+			       v.done + 1, gice_status_name(v.rc));
 			FAILIF(v.err.status != GICE_ERR_PEER_HUNG || v.err.peer_rank != 1,
 			       "the watchdog named %s of rank %u", gice_status_name(v.err.status), v.err.peer_rank);
 		}
