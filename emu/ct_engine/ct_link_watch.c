@@ -146,7 +146,7 @@ static int peer_alive(int32_t pid)
 	const char *paren = strrchr(st, ')'); /* "pid (comm) S ...": comm may hold spaces */
 	if (paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'))
 		return 0;
-	return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't') ? 2 : 1;
+	return paren && paren[1] == ' ' && paren[2] == 'T' ? 2 : 1; /* not 't': LeakSanitizer's exit check ptraces */
 }
 
 /* How long ago t was, 0 if it is later than now (stamped by another thread after now was read). */
