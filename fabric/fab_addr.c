@@ -56,7 +56,7 @@ int fab_ofi_bound_rxm(void)
  * sockaddrs. */
 static int ofi_sockaddr_prov(const char *provider)
 {
-	static const char *const core[] = {"tcp", "udp", "sockets"};
+	static const char *const core[] = {"tcp", "udp", "sockets", "net"}; /* as ofi_iface_vars */
 	size_t n = strcspn(provider, ";");
 
 	for (size_t i = 0; i < GICE_ARRAY_SIZE(core); i++)

@@ -24,6 +24,9 @@
  *   - udp;ofi_rxd: the CQ opens with FI_WAIT_FD but FI_GETWAIT is FI_ENOSYS: the CQ is
  *     reopened with FI_WAIT_NONE, wait_fd -1.
  *   - udp (raw datagrams): works (tests/test_faults.c udp_dgram: poll() wakes on a datagram).
+ *   - net: wakes, but once a peer has connected the fd stays readable with nothing to read (a
+ *     byte of the connection left unread in a socket it watches), so a sleeper spins: opened
+ *     with FI_WAIT_NONE, wait_fd -1 (fab_ofi_open.c).
  * With wait_fd -1 callers poll (spin briefly, then back off with short sleeps).
  *
  * This file is the data path; fab_ofi_open.c opens and closes endpoints.

@@ -69,6 +69,12 @@ static void ofi_close_fid(struct fid *fid, const char *what)
 		gice_error("fab", "fi_close of the %s failed: %s", what, fi_strerror(-ret));
 }
 
+/* Providers whose CQ wait fd cannot be slept on: libfabric 1.17's net leaves a byte of a
+ * connection unread in the socket its wait fd watches, so after fi_trywait said yes the fd is
+ * readable for good and a CT sleeping on it spins (an idle 2-rank job: ~60% of a core per
+ * rank). Their CQ is opened without one: callers poll (fab_ofi.c). */
+static int ofi_wait_fd_broken(const char *provider) { return !strcmp(provider, "net"); }
+
 /* One CQ for sends and receives. Ask for FI_WAIT_FD and keep it only when FI_GETWAIT hands us
  * the fd; otherwise (re)open with FI_WAIT_NONE and wait_fd is -1. */
 static int ofi_open_cq(ofi_ep_t *e)
@@ -79,7 +85,14 @@ static int ofi_open_cq(ofi_ep_t *e)
 		.wait_obj = FI_WAIT_FD,
 		.wait_cond = FI_CQ_COND_NONE,
 	};
-	int ret = fi_cq_open(e->domain, &cq_attr, &e->cq, NULL);
+	int ret;
+
+	if (ofi_wait_fd_broken(e->base.provider)) {
+		gice_debug("fab", "%s: its wait fd stays readable once a peer connected: polling without one",
+			   e->base.provider);
+		goto no_wait_fd;
+	}
+	ret = fi_cq_open(e->domain, &cq_attr, &e->cq, NULL);
 
 	if (ret == 0) {
 		ret = fi_control(&e->cq->fid, FI_GETWAIT, &e->wait_fd);
@@ -93,6 +106,7 @@ static int ofi_open_cq(ofi_ep_t *e)
 		gice_debug("fab", "%s: fi_cq_open with FI_WAIT_FD: %s, polling without a wait fd",
 			   e->base.provider, fi_strerror(-ret));
 	}
+no_wait_fd:
 	cq_attr.wait_obj = FI_WAIT_NONE;
 	ret = fi_cq_open(e->domain, &cq_attr, &e->cq, NULL);
 	if (ret) {

@@ -20,8 +20,9 @@
 #define HLEN 16
 #define DEADLINE_NS test_scaled(10ull * 1000000000ull)
 
-static const char *const providers[] = {"shm", "tcp", "udp;ofi_rxd"}; /* data tests on each */
-#define NPROV 3
+/* data tests on each; net: libfabric 1.17's native RDM over TCP, the default between hosts */
+static const char *const providers[] = {"shm", "tcp", "udp;ofi_rxd", "net"};
+#define NPROV 4
 static const char *avail[NPROV]; /* those fab_open finds here: the loop tests' _i indexes this */
 static int navail;
 
@@ -336,6 +337,11 @@ START_TEST(test_wait_fd_wakes)
 		ck_assert(gice_now_ns() - t0 < DEADLINE_NS);
 	}
 	ck_assert_int_eq(rc, GICE_OK);
+	/* nothing arrived: a sleeper must not wake (libfabric 1.17's net left its fd readable for
+	 * good once a peer connected: a CT sleeping on it spun) */
+	struct pollfd idle = {.fd = fd, .events = POLLIN};
+	ck_assert_msg(poll(&idle, 1, 0) == 0, "%s: the wait fd is readable with nothing arrived (revents %#x)",
+		      p.b->provider, idle.revents);
 
 	w = (waker_t){.p = &p, .rc = 1};
 	ck_assert_int_eq(pthread_create(&th, NULL, waker, &w), 0);
@@ -431,6 +437,39 @@ START_TEST(test_iface_binding)
 }
 END_TEST
 
+/* The loopback check of gice_device_open (a rank must not hand another host a 127.x address)
+ * knows the addresses of tcp and net, and which variable chose each one's interface. */
+START_TEST(test_loopback_address_named)
+{
+	static const char *const provs[][2] = {{"tcp", "FI_TCP_IFACE"}, {"net", "FI_NET_IFACE"}};
+	char addr[FAB_ADDR_MAX], text[64], src[128];
+
+	/* set by the user (before libfabric reads them, at the first open) */
+	for (size_t i = 0; i < sizeof(provs) / sizeof(provs[0]); i++)
+		setenv(provs[i][1], "lo", 1);
+	for (size_t i = 0; i < sizeof(provs) / sizeof(provs[0]); i++) {
+		fab_attr_t attr = {.provider = provs[i][0], .max_packet = 1024};
+		size_t len = sizeof(addr);
+		fab_ep_t *ep;
+		char want[64];
+
+		ck_assert_int_eq(fab_open(&attr, &ep), GICE_OK);
+		ck_assert_int_eq(fab_getname(ep, addr, &len), GICE_OK);
+		ck_assert_msg(fab_addr_loopback(ep->provider, addr, len, text, sizeof(text)),
+			      "%s: an endpoint on lo is not seen as a loopback address", ep->provider);
+		ck_assert_msg(!strncmp(text, "127.0.0.1:", 10), "%s: loopback address \"%s\"", ep->provider, text);
+		fab_iface_source(ep->provider, src, sizeof(src));
+		snprintf(want, sizeof(want), "%s=lo", provs[i][1]);
+		ck_assert_str_eq(src, want);
+		fab_close(ep);
+	}
+	for (size_t i = 0; i < sizeof(provs) / sizeof(provs[0]); i++)
+		unsetenv(provs[i][1]);
+	/* shm's addresses are not sockaddrs */
+	ck_assert_int_eq(fab_addr_loopback("shm", "fi_shm://1", 11, text, sizeof(text)), 0);
+}
+END_TEST
+
 START_TEST(test_params_documented)
 {
 	int n = 0;
@@ -488,6 +527,7 @@ static Suite *fabric_suite(void)
 		{"wait_fd_wakes", test_wait_fd_wakes, 1, NULL},
 		{"unknown_provider_not_found", test_unknown_provider_not_found, 0, NULL},
 		{"provider_choice", test_provider_choice, 0, "shm tcp"},
+		{"loopback_address_named", test_loopback_address_named, 0, "tcp net"},
 		{"iface_binding", test_iface_binding, 0, "tcp"},
 		{"params_documented", test_params_documented, 0, NULL},
 	};
