@@ -255,7 +255,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 	uint64_t mtu;
 	if ((rc = gice_param_u64(gice_param_find(ct_params, "GICE_MTU"), &mtu)))
 		goto err_tm;
-	fab_attr_t fa = {.provider = a.provider, .max_packet = mtu};
+	fab_attr_t fa = {.provider = a.provider, .max_packet = mtu, .cross_host = api_g.spans_hosts};
 	fab_ep_t *raw;
 	if ((rc = fab_open(&fa, &raw)))
 		goto err_tm;

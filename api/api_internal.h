@@ -141,6 +141,8 @@ struct api_state {
 	char host[96];
 	char pidns[64];  /* this machine's boot and pid namespace */
 	uint32_t machine_ranks; /* ranks of the job on this machine (sharing its CPUs) */
+	int spans_hosts;        /* some rank of the job is on another host (host identity): the
+				 * automatic provider choice must cross hosts (fab_attr_t.cross_host) */
 	/* watchdog and faults */
 	gice_faults_t faults;
 	uint64_t t0_ns;

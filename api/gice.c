@@ -99,21 +99,32 @@ static void pid_identity(char *out, size_t len)
 	snprintf(out, len, "%s/pidns:%llu", boot, (unsigned long long)st.st_ino);
 }
 
-/* Ranks of the job on this machine (sharing its CPUs, whatever their network namespace): the
- * ranks whose boot and pid namespace match ours. 1 when the exchange fails. */
-static uint32_t machine_ranks(void)
+/* Where the job's ranks are, in one exchange of every rank's identities: api_g.machine_ranks,
+ * the ranks on this machine (sharing its CPUs, whatever their network namespace: boot and pid
+ * namespace match ours), and api_g.spans_hosts, whether a rank is on another host (its host
+ * identity differs: another machine or network namespace). A failed exchange leaves 1 and 0. */
+static void job_layout(void)
 {
+	struct ids {
+		char pidns[sizeof(api_g.pidns)];
+		char host[sizeof(api_g.host)];
+	} mine, *all;
 	uint32_t n = 0;
-	char (*all)[sizeof(api_g.pidns)];
 
+	api_g.machine_ranks = 1;
+	api_g.spans_hosts = 0;
 	if (api_g.size <= 1)
-		return 1;
+		return;
+	memcpy(mine.pidns, api_g.pidns, sizeof(mine.pidns));
+	memcpy(mine.host, api_g.host, sizeof(mine.host));
 	all = calloc(api_g.size, sizeof(*all));
-	if (all && boot_allgather(api_g.boot, api_g.pidns, sizeof(api_g.pidns), all) == GICE_OK)
-		for (uint32_t r = 0; r < api_g.size; r++)
-			n += !strncmp(all[r], api_g.pidns, sizeof(api_g.pidns));
+	if (all && boot_allgather(api_g.boot, &mine, sizeof(mine), all) == GICE_OK)
+		for (uint32_t r = 0; r < api_g.size; r++) {
+			n += !strncmp(all[r].pidns, mine.pidns, sizeof(mine.pidns));
+			api_g.spans_hosts |= strncmp(all[r].host, mine.host, sizeof(mine.host)) != 0;
+		}
 	free(all);
-	return n ? n : 1;
+	api_g.machine_ranks = n ? n : 1;
 }
 
 /* GICE_ON_TIMEOUT, GICE_MODE, GICE_STATS, GICE_FAULTS, GICE_FAULT_SCRIPT. */
@@ -228,7 +239,7 @@ int gice_init(void)
 	api_g.clock_aligned = boot_clock(api_g.boot, &api_g.clock_offset_ns, &api_g.clock_bound_ns);
 	host_identity(api_g.host, sizeof(api_g.host));
 	pid_identity(api_g.pidns, sizeof(api_g.pidns));
-	api_g.machine_ranks = machine_ranks();
+	job_layout();
 	if (api_g.size > 1)
 		gice_log_set_rank((int)api_g.rank);
 	api_g.opened = 0;

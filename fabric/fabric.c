@@ -9,8 +9,11 @@ extern const fab_ops_t fab_ofi_ops;
 
 const gice_param_t fab_params[] = {
 	{"GICE_FI_PROVIDER", "",
-	 "libfabric provider (shm, tcp, udp, sockets, verbs, ...; passed to fi_getinfo); empty: the "
-	 "first of shm, tcp that opens",
+	 "libfabric provider (shm, net, tcp, udp, sockets, verbs, ...; passed to fi_getinfo; tcp is "
+	 "tcp;ofi_rxm, net libfabric 1.17's native RDM over TCP); empty: the first that opens of shm, net, "
+	 "tcp in a job on one host, of net, tcp in a job spanning hosts (machines or network namespaces: "
+	 "shm reaches only its own machine; net keeps memory bounded under floods, docs/protocol.md "
+	 "\"Floods\")",
 	 GICE_PARAM_STR, 0, 0},
 	{"GICE_FAB_IFACE", "lo",
 	 "network interface of the socket providers: copied into FI_TCP_IFACE, FI_UDP_IFACE, "
@@ -43,11 +46,17 @@ const gice_param_t fab_params[] = {
 
 static const fab_ops_t *const fab_backends[] = {&fab_ofi_ops};
 
+/* The automatic choice, best first: on one host shared memory; between hosts (and where shm does
+ * not open) net, whose receive buffering is bounded (docs/protocol.md, "Floods"), then
+ * tcp;ofi_rxm, for a libfabric without net. */
+static const char *const auto_one_host[] = {"shm", "net", "tcp", NULL};
+static const char *const auto_cross_host[] = {"net", "tcp", NULL};
+
 int fab_open(const fab_attr_t *attr, fab_ep_t **out)
 {
-	static const char *const auto_providers[] = {"shm", "tcp"};
 	const fab_ops_t *be = fab_backends[0]; /* only "ofi" for now */
 	const char *env = gice_param_str(&fab_params[0]);
+	const char *const *auto_providers;
 	fab_attr_t a;
 	int rc = GICE_ERR_NOT_FOUND;
 
@@ -64,7 +73,8 @@ int fab_open(const fab_attr_t *attr, fab_ep_t **out)
 				   "them)", a.provider, strcmp(a.provider, "udp") ? "RDM" : "datagram");
 		return rc;
 	}
-	for (size_t i = 0; i < GICE_ARRAY_SIZE(auto_providers); i++) {
+	auto_providers = attr->cross_host ? auto_cross_host : auto_one_host;
+	for (size_t i = 0; auto_providers[i]; i++) {
 		a.provider = auto_providers[i];
 		rc = be->open(&a, out);
 		if (rc == GICE_OK || rc == GICE_ERR_INVALID || rc == GICE_ERR_CONFIG)
@@ -72,6 +82,7 @@ int fab_open(const fab_attr_t *attr, fab_ep_t **out)
 		gice_info("fab", "provider %s did not open (%s), trying the next one", a.provider,
 			  gice_status_name(rc));
 	}
-	gice_error("fab", "no libfabric provider opened: tried shm, tcp (set GICE_FI_PROVIDER)");
+	gice_error("fab", "no libfabric provider opened: tried %s (set GICE_FI_PROVIDER)",
+		   attr->cross_host ? "net, tcp (the job spans hosts)" : "shm, net, tcp");
 	return rc;
 }

@@ -3,8 +3,9 @@
  * Backends fill a fab_ops_t; the engine never sees which one it has.
  *
  * Backends: "ofi" (libfabric endpoints; provider from GICE_FI_PROVIDER, default: the first of
- * shm, tcp that opens). Every provider but one opens a reliable RDM endpoint (exactly once,
- * e.g. "shm", "tcp" = "tcp;ofi_rxm", "udp;ofi_rxd"); GICE_FI_PROVIDER=udp (exactly "udp") opens
+ * shm, net, tcp that opens, or of net, tcp for a job spanning hosts: fab_attr_t.cross_host).
+ * Every provider but one opens a reliable RDM endpoint (exactly once, e.g. "shm", "net" (libfabric
+ * 1.17's native RDM over TCP), "tcp" = "tcp;ofi_rxm", "udp;ofi_rxd"); GICE_FI_PROVIDER=udp (exactly "udp") opens
  * a raw datagram endpoint of the udp provider instead (FI_EP_DGRAM: packets may be lost,
  * duplicated or reordered; at most max_msg_size bytes, 1472 with libfabric 1.17), for the
  * engine's own reliability to work against a truly lossy link. More later (NVLink plane).
@@ -31,7 +32,9 @@ typedef uint64_t fab_addr_t; /* handle of a peer inserted into an endpoint's add
 typedef struct fab_ep fab_ep_t;
 
 typedef struct {
-	const char *provider; /* NULL: GICE_FI_PROVIDER, else first of "shm", "tcp" that opens */
+	const char *provider; /* NULL: GICE_FI_PROVIDER, else the automatic choice (fab_open) */
+	int cross_host;       /* for the automatic choice: some peer is on another host, so skip
+			       * shm (which reaches only this machine) */
 	size_t max_packet;    /* largest header+payload this endpoint must carry (a datagram
 			       * endpoint may grant less: see fab_ep.max_packet) */
 	uint32_t tx_depth;    /* send buffers (0: GICE_FAB_TX_DEPTH) */
@@ -122,7 +125,7 @@ struct fab_ep {
 };
 
 /* Open an endpoint: backend "ofi"; provider attr->provider, else GICE_FI_PROVIDER, else the first
- * of shm, tcp that opens. Socket providers are bound to GICE_FAB_IFACE (see fab_params).
+ * that opens of shm, net, tcp (attr->cross_host: of net, tcp). Socket providers are bound to GICE_FAB_IFACE (see fab_params).
  * "udp" opens a datagram endpoint (reliable 0, ordered 0, no RMA) whose max_packet is clamped
  * to the provider's max_msg_size; any other provider an RDM endpoint (reliable 1).
  * GICE_ERR_NOT_FOUND: libfabric has no such provider with RDM messaging (or, for "udp", datagram
@@ -165,7 +168,7 @@ static inline int fab_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, siz
 
 /* Whether addr, a raw endpoint address of provider as fab_getname gives it, is a loopback
  * address (127.0.0.0/8, ::1, ::ffff:127.x.y.z), which no other host reaches. Decoded only for
- * providers whose addresses are sockaddrs: tcp, udp, sockets and their layered names
+ * providers whose addresses are sockaddrs: tcp, udp, sockets, net and their layered names
  * ("tcp;ofi_rxm", "udp;ofi_rxd"); 0 for any other provider or a malformed address. When it is,
  * text (if not NULL) receives it as "127.0.0.1:PORT" or "[::1]:PORT". */
 int fab_addr_loopback(const char *provider, const void *addr, size_t len, char *text, size_t textlen);

@@ -399,6 +399,13 @@ START_TEST(test_provider_choice)
 	printf("auto: %s\n", ep->provider);
 	ck_assert_str_eq(ep->provider, "shm");
 	fab_close(ep);
+	/* auto for a job spanning hosts: net first (shm reaches only this machine) */
+	attr.cross_host = 1;
+	ck_assert_int_eq(fab_open(&attr, &ep), GICE_OK);
+	printf("auto across hosts: %s\n", ep->provider);
+	ck_assert_str_eq(ep->provider, "net");
+	fab_close(ep);
+	attr.cross_host = 0;
 	/* the environment */
 	setenv("GICE_FI_PROVIDER", "tcp", 1);
 	ck_assert_int_eq(fab_open(&attr, &ep), GICE_OK);
@@ -526,7 +533,7 @@ static Suite *fabric_suite(void)
 		{"send_oversize_invalid", test_send_oversize_invalid, 1, NULL},
 		{"wait_fd_wakes", test_wait_fd_wakes, 1, NULL},
 		{"unknown_provider_not_found", test_unknown_provider_not_found, 0, NULL},
-		{"provider_choice", test_provider_choice, 0, "shm tcp"},
+		{"provider_choice", test_provider_choice, 0, "shm tcp net"},
 		{"loopback_address_named", test_loopback_address_named, 0, "tcp net"},
 		{"iface_binding", test_iface_binding, 0, "tcp"},
 		{"params_documented", test_params_documented, 0, NULL},

@@ -1,7 +1,7 @@
 /* Description: gicerun, the job launcher — rank environment and "[r] " output prefixes on both
  * streams, whole lines under load, the first failing rank named with its status (exit code or
  * signal) and the other ranks and their children killed, SIGTERM forwarded, --timeout, an
- * unrunnable program, usage errors, and --netns (ranks really inside their namespaces; tcp
+ * unrunnable program, usage errors, and --netns (ranks really inside their namespaces; net
  * chosen, shm refused, FI_TCP_IFACE replaced by each namespace's interface; left out, with the
  * reason on the binary's last line, "skipped: 2 cases (...)", unless root with `ip netns` able
  * to create a namespace).
@@ -668,10 +668,10 @@ START_TEST(netns_ranks_run_in_their_namespaces)
 }
 END_TEST
 
-/* --netns: no provider set gives tcp, shm is refused, and an inherited FI_TCP_IFACE=lo is replaced
+/* --netns: no provider set gives net (libfabric 1.17's native RDM over TCP), shm is refused, and an inherited FI_TCP_IFACE=lo is replaced
  * by each namespace's interface (else ranks advertise 127.0.0.1 to the other namespaces), each
  * said on stderr; a provider that crosses namespaces is kept. */
-START_TEST(netns_picks_tcp_and_each_namespace_interface)
+START_TEST(netns_picks_net_and_each_namespace_interface)
 {
 	run_t r;
 
@@ -684,15 +684,22 @@ START_TEST(netns_picks_tcp_and_each_namespace_interface)
 	RUN(&r, "-n", "2", "--netns", "gice-t-a,gice-t-b", "sh", "-c",
 	    "echo $GICE_FI_PROVIDER $FI_TCP_IFACE ${FI_UDP_IFACE:-unset}");
 	ck_assert_msg(run_code(&r) == 0, "exit %d, stderr: %s", run_code(&r), r.err);
-	ck_assert_msg(has_line(r.out, "[0] tcp gice-t-va unset") && has_line(r.out, "[1] tcp gice-t-vb unset"),
+	ck_assert_msg(has_line(r.out, "[0] net gice-t-va unset") && has_line(r.out, "[1] net gice-t-vb unset"),
 		      "stdout:\n%s", r.out);
-	ck_assert_msg(strstr(r.err, "gicerun: --netns: GICE_FI_PROVIDER=tcp for every rank"), "stderr: %s", r.err);
+	ck_assert_msg(strstr(r.err, "gicerun: --netns: GICE_FI_PROVIDER=net for every rank"), "stderr: %s", r.err);
 	ck_assert_msg(strstr(r.err, "gicerun: --netns: FI_TCP_IFACE=lo replaced in every rank by its namespace's "
 				    "interface (gice-t-va, gice-t-vb)"),
 		      "stderr: %s", r.err);
 	run_free(&r);
 
 	/* a provider that crosses namespaces is the user's choice: kept, nothing said about it */
+	setenv("GICE_FI_PROVIDER", "tcp", 1);
+	unsetenv("FI_TCP_IFACE");
+	RUN(&r, "-n", "2", "--netns", "gice-t-a,gice-t-b", "sh", "-c", "echo $GICE_FI_PROVIDER");
+	ck_assert_msg(run_code(&r) == 0, "exit %d, stderr: %s", run_code(&r), r.err);
+	ck_assert_msg(has_line(r.out, "[0] tcp") && has_line(r.out, "[1] tcp"), "stdout:\n%s", r.out);
+	ck_assert_msg(!strstr(r.err, "--netns:"), "stderr: %s", r.err);
+	run_free(&r);
 	setenv("GICE_FI_PROVIDER", "udp", 1);
 	unsetenv("FI_TCP_IFACE");
 	RUN(&r, "-n", "2", "--netns", "gice-t-a,gice-t-b", "sh", "-c", "echo $GICE_FI_PROVIDER ${FI_TCP_IFACE:-unset}");
@@ -772,7 +779,7 @@ int main(int argc, char **argv)
 		test_skip_cases(2, "netns: %s", why);
 	else {
 		add_case(s, "netns", netns_ranks_run_in_their_namespaces, netns_setup, netns_teardown);
-		add_case(s, "netns_fabric_env", netns_picks_tcp_and_each_namespace_interface, netns_setup,
+		add_case(s, "netns_fabric_env", netns_picks_net_and_each_namespace_interface, netns_setup,
 			 netns_teardown);
 	}
 	SRunner *sr = srunner_create(s);

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Description: ranks on different emulated hosts. Four network namespaces on a bridge
-# (scripts/netns-cluster.sh); over the libfabric tcp provider: a 2-rank put_signal ping-pong
-# with every payload byte checked (gice-bench put --check), and the 4-rank training-step ring
+# (scripts/netns-cluster.sh); over gicerun --netns's default provider, net (libfabric 1.17's
+# native RDM over TCP): a 2-rank put_signal ping-pong with every payload byte checked (gice-bench
+# put --check; also over tcp;ofi_rxm, GICE_FI_PROVIDER=tcp), and the 4-rank training-step ring
 # (gice-demo, which checks every block); symmetric memory, team barriers and a strided team on 4
 # hosts (test_sym job); every collective on 4 hosts, and on 2 hosts with interleaved ranks (the
-# ring reordered by host: test_coll job). Skipped (77) without root or network namespaces.
+# ring reordered by host: test_coll job); ranks started by hand in two namespaces pick net on
+# their own (the job spans hosts). Skipped (77) without root or network namespaces.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -14,35 +16,39 @@ netns_up 4
 hosts=${nsp}-h1,${nsp}-h2,${nsp}-h3,${nsp}-h4
 fail=0
 
-echo "== 2 ranks on 2 hosts: put ping-pong, payload checked"
-if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 \
-	"$build/bin/gice-bench" put --sizes 8,4096,65536,1048576 --iters 200 --check; then
-	echo "FAIL: 2-rank ping-pong across namespaces"
-	fail=1
-fi
+for prov in net tcp; do
+	echo "== 2 ranks on 2 hosts: put ping-pong, payload checked, GICE_FI_PROVIDER=$prov"
+	if ! GICE_FI_PROVIDER=$prov timeout "$(scaled 120)" "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 \
+		"$build/bin/gice-bench" put --sizes 8,4096,65536,1048576 --iters 200 --check; then
+		echo "FAIL: 2-rank ping-pong across namespaces over $prov"
+		fail=1
+	fi
+done
 
 echo "== 4 ranks on 4 hosts: symmetric put_signal/get ring, team barriers, a strided team (test_sym job)"
-if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/tests/test_sym" job; then
+if ! timeout "$(scaled 120)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/tests/test_sym" job; then
 	echo "FAIL: symmetric memory and teams across namespaces"
 	fail=1
 fi
 
 echo "== 4 ranks on 4 hosts: every collective, type and op against the host reference (test_coll job)"
-if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 180)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/tests/test_coll" job; then
+if ! timeout "$(scaled 180)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/tests/test_coll" job; then
 	echo "FAIL: collectives across namespaces"
 	fail=1
 fi
 
 echo "== 4 ranks on 2 hosts, interleaved (rank r on host r mod 2): the ring runs host by host (GICE_TOPO=auto)"
-if ! GICE_FI_PROVIDER=tcp timeout "$(scaled 180)" "$build/bin/gicerun" -n 4 --netns ${nsp}-h1,${nsp}-h2 \
+if ! timeout "$(scaled 180)" "$build/bin/gicerun" -n 4 --netns ${nsp}-h1,${nsp}-h2 \
 	"$build/tests/test_coll" job; then
 	echo "FAIL: collectives on 2 hosts with interleaved ranks"
 	fail=1
 fi
 
-echo "== an idle device wakes when a packet arrives (CT 0 sleeps on the fabric's wait fd)"
+echo "== an idle device wakes when a packet arrives (CT 0 sleeps on the fabric's wait fd; tcp)"
 # idle, CT 0 would look at the fabric only every GICE_CT_POLL_US (10 s here) or at the
-# watchdog's passes: a put after an idle gap must complete at once (test_multiproc idle-rank)
+# watchdog's passes: a put after an idle gap must complete at once (test_multiproc idle-rank).
+# Over tcp;ofi_rxm: net's wait fd cannot be slept on (fabric/fab_ofi_open.c), so over net an
+# idle CT 0 polls every GICE_CT_POLL_US
 if ! GICE_FI_PROVIDER=tcp GICE_CT_POLL_US=10000000 GICE_CT_SPIN_US=0 \
 	timeout "$(scaled 60)" "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 "$build/tests/test_multiproc" idle-rank; then
 	echo "FAIL: an idle device did not wake for arriving packets (GICE_CT_POLL_US=10000000)"
@@ -50,7 +56,7 @@ if ! GICE_FI_PROVIDER=tcp GICE_CT_POLL_US=10000000 GICE_CT_SPIN_US=0 \
 fi
 
 echo "== 4 ranks on 4 hosts: training-step ring"
-out=$(GICE_FI_PROVIDER=tcp timeout "$(scaled 120)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/bin/gice-demo" 2>&1)
+out=$(timeout "$(scaled 120)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/bin/gice-demo" 2>&1)
 rc=$?
 echo "$out"
 if [ $rc != 0 ] || [ "$(echo "$out" | grep -c 'every block arrived intact')" != 4 ]; then
@@ -70,14 +76,14 @@ fi
 
 factor=${CK_TIMEOUT_MULTIPLIER:-1} # sanitized builds run slower
 
-echo "== --netns with no GICE_FI_PROVIDER: tcp, said on stderr"
+echo "== --netns with no GICE_FI_PROVIDER: net, said on stderr"
 out=$(env -u GICE_FI_PROVIDER timeout 60 "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 \
 	"$build/bin/gice-bench" put --sizes 4096 --iters 50 --check 2>&1)
 rc=$?
 echo "$out" | grep -E '^\[0\] put|--netns'
-if [ $rc != 0 ] || ! echo "$out" | grep -q '^\[0\] put  *tcp' ||
-	! echo "$out" | grep -q 'gicerun: --netns: GICE_FI_PROVIDER=tcp for every rank'; then
-	echo "FAIL: --netns without a provider did not run over tcp, or did not say so (rc $rc)"
+if [ $rc != 0 ] || ! echo "$out" | grep -q '^\[0\] put  *net ' ||
+	! echo "$out" | grep -q 'gicerun: --netns: GICE_FI_PROVIDER=net for every rank'; then
+	echo "FAIL: --netns without a provider did not run over net, or did not say so (rc $rc)"
 	fail=1
 fi
 out=$(GICE_FI_PROVIDER=shm timeout 60 "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 true 2>&1)
@@ -88,49 +94,56 @@ if [ $rc != 1 ] || ! echo "$out" | grep -q 'GICE_FI_PROVIDER=shm cannot cross ne
 	fail=1
 fi
 
-echo "== --netns with FI_TCP_IFACE=lo inherited: replaced per rank, the job runs"
-out=$(FI_TCP_IFACE=lo timeout 60 "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 \
+echo "== --netns with FI_NET_IFACE=lo inherited: replaced per rank, the job runs (over net)"
+out=$(FI_NET_IFACE=lo timeout 60 "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 \
 	"$build/bin/gice-bench" put --sizes 4096 --iters 50 --check 2>&1)
 rc=$?
 echo "$out" | grep -E '^\[0\] put|--netns'
-if [ $rc != 0 ] || ! echo "$out" | grep -q '^\[0\] put  *tcp' ||
-	! echo "$out" | grep -q "FI_TCP_IFACE=lo replaced in every rank by its namespace.s interface (${nsp}-v1, ${nsp}-v2)"; then
-	echo "FAIL: FI_TCP_IFACE=lo under --netns was not replaced (rc $rc)"
+if [ $rc != 0 ] || ! echo "$out" | grep -q '^\[0\] put  *net ' ||
+	! echo "$out" | grep -q "FI_NET_IFACE=lo replaced in every rank by its namespace.s interface (${nsp}-v1, ${nsp}-v2)"; then
+	echo "FAIL: FI_NET_IFACE=lo under --netns was not replaced (rc $rc)"
 	fail=1
 fi
 
-echo "== ranks started by hand with FI_TCP_IFACE=lo on 2 hosts: device open fails on both within 2 s"
-tmp=$(mktemp -d)
-port=$((20000 + RANDOM % 20000))
-start=$(date +%s%N)
-pids=""
-for r in 0 1; do
-	ip netns exec ${nsp}-h$((r + 1)) env FI_TCP_IFACE=lo GICE_FI_PROVIDER=tcp GICE_RANK=$r GICE_WORLD_SIZE=2 \
-		GICE_BOOTSTRAP=10.77.0.1:$port GICE_BOOTSTRAP_TIMEOUT_MS=5000 \
-		timeout -k 2 30 "$build/bin/gice-demo" >"$tmp/r$r.log" 2>&1 &
-	pids="$pids $!"
-done
-rcs=""
-for p in $pids; do
-	wait "$p"
-	rcs="$rcs $?"
-done
-ms=$((($(date +%s%N) - start) / 1000000))
-sed 's/^/    /' "$tmp"/r*.log
-echo "both ranks ended after $ms ms, exit statuses:$rcs"
-for r in 0 1; do
-	if ! grep -q "rank [01] advertises the loopback address 127.0.0.1:[0-9]* (tcp;ofi_rxm) to rank [01] on another host" "$tmp/r$r.log" ||
-		! grep -q "FI_TCP_IFACE=lo" "$tmp/r$r.log"; then
-		echo "FAIL: rank $r did not name the loopback address, the rank and FI_TCP_IFACE=lo"
+# ranks started by hand (no gicerun) in two namespaces: the job spans hosts, so with no
+# GICE_FI_PROVIDER every rank picks net by itself (not shm); with the interface variable of the
+# provider at lo each advertises 127.0.0.1, and the device open fails on both at once
+for p in "tcp FI_TCP_IFACE tcp;ofi_rxm" "- FI_NET_IFACE net"; do # -: no GICE_FI_PROVIDER
+	read -r prov var shown <<<"$p"
+	[ "$prov" = - ] && prov=
+	echo "== ranks started by hand with $var=lo on 2 hosts, GICE_FI_PROVIDER=${prov:-(unset)}: device open fails on both within 2 s, naming $shown"
+	tmp=$(mktemp -d)
+	port=$((20000 + RANDOM % 20000))
+	start=$(date +%s%N)
+	pids=""
+	for r in 0 1; do
+		ip netns exec ${nsp}-h$((r + 1)) env -u GICE_FI_PROVIDER ${prov:+GICE_FI_PROVIDER=$prov} "$var=lo" \
+			GICE_RANK=$r GICE_WORLD_SIZE=2 GICE_BOOTSTRAP=10.77.0.1:$port GICE_BOOTSTRAP_TIMEOUT_MS=5000 \
+			timeout -k 2 30 "$build/bin/gice-demo" >"$tmp/r$r.log" 2>&1 &
+		pids="$pids $!"
+	done
+	rcs=""
+	for pid in $pids; do
+		wait "$pid"
+		rcs="$rcs $?"
+	done
+	ms=$((($(date +%s%N) - start) / 1000000))
+	sed 's/^/    /' "$tmp"/r*.log
+	echo "both ranks ended after $ms ms, exit statuses:$rcs"
+	for r in 0 1; do
+		if ! grep -q "rank [01] advertises the loopback address 127.0.0.1:[0-9]* ($shown) to rank [01] on another host" "$tmp/r$r.log" ||
+			! grep -q "$var=lo" "$tmp/r$r.log"; then
+			echo "FAIL: rank $r did not name the loopback address, the rank, $shown and $var=lo"
+			fail=1
+		fi
+	done
+	case "$rcs" in *" 0"*) echo "FAIL: a rank exited 0 with a loopback address across hosts"; fail=1;; esac
+	if [ $ms -gt $((2000 * factor)) ]; then
+		echo "FAIL: the job took $ms ms to fail (want at most $((2000 * factor)) ms)"
 		fail=1
 	fi
+	rm -rf "$tmp"
 done
-case "$rcs" in *" 0"*) echo "FAIL: a rank exited 0 with a loopback address across hosts"; fail=1;; esac
-if [ $ms -gt $((2000 * factor)) ]; then
-	echo "FAIL: the job took $ms ms to fail (want at most $((2000 * factor)) ms)"
-	fail=1
-fi
-rm -rf "$tmp"
 
 echo "== a rank killed mid-job under --keep-going: the survivor's wait ends with PEER_DEAD naming it"
 # ping-pong of 8 B puts between the two hosts; rank 1 SIGKILLs itself at 1500 ms. With

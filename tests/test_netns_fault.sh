@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Description: gice_faults_set kills or hangs a rank on another host (issue 14). Two network
-# namespaces (scripts/netns-cluster.sh up 2), one rank each, over tcp: rank 0 asks rank 1 with a
+# namespaces (scripts/netns-cluster.sh up 2), one rank each, over gicerun --netns's default
+# provider (net): rank 0 asks rank 1 with a
 # FAULT request (a control packet signed with the job's MAC, docs/protocol.md), which rank 1
 # obeys (test_fault_jobs job):
 # (a) kill_rank=1@0: rank 1 dies by SIGKILL; rank 0's put fails with GICE_ERR_PEER_DEAD and its
@@ -20,7 +21,7 @@ fail=0
 job() { # job KIND [gicerun options]: rank 0 kills or hangs rank 1 across the namespaces
 	local kind=$1
 	shift
-	GICE_FI_PROVIDER=tcp GICE_TIMEOUT_MS=1000 TEST_REMOTE_FAULT=$kind timeout "$(scaled 90)" \
+	GICE_TIMEOUT_MS=1000 TEST_REMOTE_FAULT=$kind timeout "$(scaled 90)" \
 		"$build/bin/gicerun" -n 2 --netns "${nsp}-h1,${nsp}-h2" "$@" "$build/tests/test_fault_jobs" job 2>&1
 }
 

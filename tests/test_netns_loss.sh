@@ -3,8 +3,8 @@
 # (scripts/netns-cluster.sh up 2), each dropping 5% of the packets that arrive on its interface,
 # at random (an nftables netdev ingress rule: this kernel has no netem), with TCP's minimum RTO
 # cut to 5 ms. Across them, 2 ranks run gice-bench stress (every byte and every signal count
-# checked): (a) over the tcp provider, where TCP recovers the losses: 10000 puts of 1 B..64 KiB,
-# then 64 MiB both ways at once; (b) over udp datagrams (GICE_FI_PROVIDER=udp), where gice's own
+# checked): (a) over net (libfabric 1.17's native RDM over TCP, the default between hosts),
+# where TCP recovers the losses: 10000 puts of 1 B..64 KiB, then 64 MiB both ways at once; (b) over udp datagrams (GICE_FI_PROVIDER=udp), where gice's own
 # retransmission has to: the same 10000 puts, then 64 MiB both ways. Passes when both devices
 # report "intact" in each run, the rules really dropped packets during it, and over udp gice
 # retransmitted (retransmits > 0). The whole test stays under 3 minutes: each run is bounded.
@@ -113,7 +113,7 @@ run() {
 	fi
 }
 
-run tcp tcp "$(scaled "${TCP_TIMEOUT:-50}")" "$tcp_args"
+run net net "$(scaled "${TCP_TIMEOUT:-50}")" "$tcp_args"
 run udp udp "$(scaled "${UDP_TIMEOUT:-110}")" "$udp_args"
 
 echo "== summary"

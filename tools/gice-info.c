@@ -245,7 +245,7 @@ static int report(void)
 	failed |= list_rdm_providers();
 	if (*provider)
 		printf("gice provider:  %s (%s)\n", provider,
-		       env && *env ? "from GICE_FI_PROVIDER" : "auto: first of shm, tcp that opens");
+		       env && *env ? "from GICE_FI_PROVIDER" : "auto: first of shm, net, tcp that opens; of net, tcp in a job spanning hosts");
 	else
 		printf("gice provider:  none: no device opened (see the error above)\n");
 	if (*provider)

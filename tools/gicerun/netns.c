@@ -139,26 +139,28 @@ static const char *const iface_vars[] = {"FI_TCP_IFACE", "FI_UDP_IFACE", "FI_SOC
 static int iface_override[NIFACE_VARS]; /* set in our environment: replaced in every rank */
 
 /* --netns: ranks talk across namespaces, so the provider must be one that crosses them, and the
- * socket providers must bind each namespace's interface. Pick tcp when no provider is set,
- * refuse shared-memory ones, and note the interface variables to replace; say so on stderr. */
+ * socket providers must bind each namespace's interface. Pick net (libfabric 1.17's native RDM
+ * over TCP, bounded under floods: docs/protocol.md, "Floods") when no provider is set, refuse
+ * shared-memory ones, and note the interface variables to replace; say so on stderr. */
 int netns_fabric_env(const ns_probe_t *ns_info)
 {
 	const char *prov = getenv("GICE_FI_PROVIDER");
 
 	if (!prov || !*prov) {
-		if (setenv("GICE_FI_PROVIDER", "tcp", 1)) {
+		if (setenv("GICE_FI_PROVIDER", "net", 1)) {
 			fprintf(stderr, "%s: setenv: %s\n", prog_name, strerror(errno));
 			return -1;
 		}
-		fprintf(stderr, "%s: --netns: GICE_FI_PROVIDER=tcp for every rank (the default, shm, would pass "
-				"the bytes through shared memory instead of across the namespaces)\n",
+		fprintf(stderr, "%s: --netns: GICE_FI_PROVIDER=net for every rank (libfabric's native RDM over "
+				"TCP; the default on one host, shm, would pass the bytes through shared memory instead "
+				"of across the namespaces; GICE_FI_PROVIDER=tcp chooses tcp;ofi_rxm)\n",
 			prog_name);
 	} else {
 		size_t n = strcspn(prov, ";");
 		if ((n == 3 && !strncmp(prov, "shm", 3)) || (n == 3 && !strncmp(prov, "sm2", 3))) {
 			fprintf(stderr, "%s: --netns: GICE_FI_PROVIDER=%s cannot cross network namespaces (it goes "
-					"through shared memory); unset it (gicerun then picks tcp) or choose tcp, udp "
-					"or sockets\n",
+					"through shared memory); unset it (gicerun then picks net) or choose net, tcp, "
+					"udp or sockets\n",
 				prog_name, prov);
 			return -1;
 		}
