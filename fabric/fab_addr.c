@@ -36,7 +36,7 @@ void fab_ofi_bind_iface(void)
  * unexpected messages) in buffers it allocates without limit: a flood of small packets while the
  * CT falls behind took a device from 0.1 to 2.5-5 GB with the default of 128. With at most 8
  * the same 300,000-packet flood usually adds ~45-75 MB, but not always (docs/protocol.md,
- * "Floods": the provider "net" is the bounded choice). Read when libfabric initializes rxm:
+ * "Floods": the provider "net", the default between hosts, is the bounded choice). Read when libfabric initializes rxm:
  * before the first fi_getinfo. */
 int fab_ofi_bound_rxm(void)
 {

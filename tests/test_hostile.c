@@ -7,8 +7,9 @@
  * bad lengths, rendezvous announcements that would make the device read its own memory, a
  * peer that never acknowledges, and FAULT requests (kill yourself), refused without the MAC. Each case checks that the device stays up, that no byte of its
  * memory changes (the whole arena is compared), that the rejection is counted in its named
- * statistic, and that the device's own traffic still completes. Over shm, tcp and raw udp
- * (whose device checks CRC32Cs: the hostile sender computes them, as anyone can). */
+ * statistic, and that the device's own traffic still completes. Over shm, tcp, net and raw udp
+ * (whose device checks CRC32Cs: the hostile sender computes them, as anyone can); read grants
+ * over tcp and net. */
 #include <check.h>
 #include <endian.h>
 #include <stdlib.h>
@@ -259,7 +260,8 @@ static long rss_kib(void)
  * socket buffers drop some, those that arrive), nothing lands, the device keeps working, and the
  * resident set of this process (the device, its peer and the hostile endpoint) grows by less
  * than FLOOD_RSS_BOUND_KIB (docs/protocol.md, "Floods") — over shm, raw udp and net (libfabric
- * 1.17's native RDM over TCP, which reads a connection only as fast as it is drained). Not over
+ * 1.17's native RDM over TCP, gice's default between hosts, which reads a connection only as
+ * fast as it is drained). Not over
  * tcp;ofi_rxm, which buffers what it reads without limit: with GICE_FAB_RXM_MSG_RX's cap the
  * flood usually adds ~75 MB, but about one run in eight still reaches 5 GB; there the growth is
  * printed only. */
