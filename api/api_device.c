@@ -120,6 +120,7 @@ static int wire_remote(gice_device_t *d)
 	int rc;
 
 	memcpy(mine.addr, d->addr, d->addr_len);
+	snprintf(mine.provider, sizeof(mine.provider), "%s", d->ep->provider);
 	snprintf(mine.host, sizeof(mine.host), "%s", api_g.host);
 	snprintf(mine.pidns, sizeof(mine.pidns), "%s", api_g.pidns);
 	all = calloc(api_g.size, sizeof(*all));
@@ -129,10 +130,19 @@ static int wire_remote(gice_device_t *d)
 		gice_error("api", "device %u: exchanging addresses with the other %u ranks failed", d->gid, api_g.size - 1);
 		goto out;
 	}
+	/* Providers do not speak each other's protocol (net and tcp;ofi_rxm both run over TCP):
+	 * ranks that opened different ones would only stall. Every rank fails the open alike. */
+	for (uint32_t r = 0; r < api_g.size; r++)
+		if (strncmp(all[r].provider, mine.provider, sizeof(mine.provider))) {
+			gice_error("api", "device %u: provider %s here but %.*s on rank %u (device %u): every rank of a "
+					  "job must use the same one (set GICE_FI_PROVIDER alike everywhere)",
+				   d->gid, mine.provider, (int)sizeof(all[r].provider), all[r].provider, r, all[r].gid);
+			rc = GICE_ERR_CONFIG;
+		}
 	/* A loopback address handed to a rank on another host: nothing sent there would arrive,
 	 * and the job would stall for GICE_TIMEOUT_MS. Every rank sees every blob, so every rank
 	 * fails the open alike, at once. */
-	for (uint32_t r = 0; r < api_g.size; r++) {
+	for (uint32_t r = 0; r < api_g.size && rc != GICE_ERR_CONFIG; r++) {
 		const size_t hl = sizeof(all[r].host);
 		char addr[64], src[128];
 		uint32_t o = 0;

@@ -86,6 +86,7 @@ struct gice_stream {
 struct dev_blob {
 	uint32_t gid, addr_len, has_mr, pid;
 	uint32_t auth, pad; /* GICE_CT_AUTH: every device of the job must agree */
+	char provider[32];   /* fab_ep.provider: every device of the job must agree */
 	fab_mr_info_t mr;
 	uint8_t addr[FAB_ADDR_MAX];
 	char host[96];       /* host identity: same string = same host (NVLink plane) */

@@ -6,7 +6,8 @@
 # (gice-demo, which checks every block); symmetric memory, team barriers and a strided team on 4
 # hosts (test_sym job); every collective on 4 hosts, and on 2 hosts with interleaved ranks (the
 # ring reordered by host: test_coll job); ranks started by hand in two namespaces pick net on
-# their own (the job spans hosts). Skipped (77) without root or network namespaces.
+# their own (the job spans hosts); ranks that disagree on the provider fail at open, naming
+# both. Skipped (77) without root or network namespaces.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -91,6 +92,20 @@ rc=$?
 echo "$out"
 if [ $rc != 1 ] || ! echo "$out" | grep -q 'GICE_FI_PROVIDER=shm cannot cross network namespaces'; then
 	echo "FAIL: --netns with GICE_FI_PROVIDER=shm was not refused (rc $rc)"
+	fail=1
+fi
+
+echo "== ranks on 2 hosts that disagree on the provider (rank 1 GICE_FI_PROVIDER=tcp, rank 0 net): refused at open on both"
+# net and tcp;ofi_rxm both run over TCP but do not speak each other's protocol: the job would stall
+out=$(timeout "$(scaled 60)" "$build/bin/gicerun" -n 2 --netns ${nsp}-h1,${nsp}-h2 sh -c \
+	'[ "$GICE_RANK" = 1 ] && export GICE_FI_PROVIDER=tcp; exec '"$build"'/bin/gice-bench put --sizes 8 --iters 10' 2>&1)
+rc=$?
+echo "$out" | grep -E 'provider .* here but|gice_device_open' | cut -c1-200 | head -4
+if [ $rc = 0 ] ||
+	! echo "$out" | grep -q '^\[0\] .*device 0: provider net here but tcp;ofi_rxm on rank 1 (device 1): every rank of a job must use the same one' ||
+	! echo "$out" | grep -q '^\[1\] .*device 1: provider tcp;ofi_rxm here but net on rank 0 (device 0): every rank of a job must use the same one' ||
+	! echo "$out" | grep -q 'gice_device_open.*GICE_ERR_CONFIG'; then
+	echo "FAIL: ranks disagreeing on the provider were not refused at open on both ranks (rc $rc)"
 	fail=1
 fi
 
