@@ -3,7 +3,8 @@
  * atomics, bit-exact sizes around the MTU up to 8 MiB, quiet/fence, arming order, more
  * rendezvous puts at once than the fabric has read slots, and the exact errors for a wrong key,
  * an out-of-bounds destination, an unregistered source and a timeout.
- * Runs once per provider in GICE_TEST_PROVIDERS (default "shm,tcp"). A provider that libfabric
+ * Runs once per provider in GICE_TEST_PROVIDERS (default "shm,tcp,net": net is the default
+ * between hosts). A provider that libfabric
  * does not have here (GICE_ERR_NOT_FOUND) is skipped: its cases are counted in the binary's last
  * line, "skipped: N cases (...)", and the binary exits 77 when no case ran; a provider that is
  * here but whose device does not open is a failure. */
@@ -712,7 +713,7 @@ int main(void)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	srunner_free(srunner_create(suite())); /* counts ncases */
-	snprintf(provs, sizeof(provs), "%s", list && *list ? list : "shm,tcp");
+	snprintf(provs, sizeof(provs), "%s", list && *list ? list : "shm,tcp,net");
 	for (char *save, *p = strtok_r(provs, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
 		setenv("GICE_FI_PROVIDER", p, 1);
 		gice_device_t *probe;
