@@ -21,8 +21,10 @@ const gice_param_t ct_params[] = {
 	 "this machine outnumber its CPUs",
 	 GICE_PARAM_U64, 0, 10000000},
 	{"GICE_CT_POLL_US", "2000",
-	 "while idle, CT 0 wakes this often to poll the fabric for arriving packets (microseconds)", GICE_PARAM_U64,
-	 10, 10000000},
+	 "while idle, CT 0 wakes this often to poll the fabric for arriving packets (microseconds); over a "
+	 "provider whose wait fd CT 0 cannot sleep on (shm, udp;ofi_rxd, net) it bounds how late an idle device "
+	 "sees a packet from another process or host",
+	 GICE_PARAM_U64, 10, 10000000},
 	{"GICE_CT_MAX_DESCS", "4096", "armed descriptors per device", GICE_PARAM_U64, 16, 1u << 20},
 	{"GICE_CT_MAX_PEERS", "64", "largest global device id + 1 a device can talk to", GICE_PARAM_U64, 1, 65536},
 	{"GICE_CT_CREDITS", "128", "unacknowledged packets in flight per peer (any value works with any GICE_CT_ACK_EVERY)",
