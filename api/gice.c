@@ -500,7 +500,7 @@ uint32_t gice_device_trace(gice_device_t *d, gice_trace_t *out, uint32_t max)
 void gice_config_list(gice_param_cb cb, void *arg)
 {
 	const gice_param_t *tables[] = {gice_common_params, api_params, api_sym_params, api_coll_params, smt_params, ct_params,
-					tm_params, hbm_params, fab_params, boot_params, sto_params, api_pool_params};
+					tm_params, hbm_params, fab_params, boot_params, boot_clock_params, sto_params, api_pool_params};
 
 	for (size_t t = 0; t < GICE_ARRAY_SIZE(tables); t++)
 		for (const gice_param_t *p = tables[t]; p->name; p++) {

@@ -1,5 +1,5 @@
 /* bootstrap.c: TCP rendezvous run by rank 0 (star: every rank talks to rank 0 only). */
-#include "fabric/bootstrap.h"
+#include "fabric/boot_internal.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -35,35 +35,14 @@ const gice_param_t boot_params[] = {
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
-#ifdef GICE_HAVE_PMIX
-typedef struct pmix_call pmix_call_t;
-#define PMIX_ABANDONED_MAX 64
-#endif
-
-struct boot {
-	uint32_t rank, size;
-	uint64_t secret, timeout_ns;
-	int64_t clock_offset_ns; /* rank 0's CLOCK_MONOTONIC minus ours (clock_sync) */
-	uint64_t clock_rtt_ns;   /* the round trip of that estimate; 0: not measured */
-	int *fds; /* rank 0: fd of each rank (fds[0] unused); others: fds[0] to rank 0 */
-#ifdef GICE_HAVE_PMIX
-	int pmix;        /* rank, size and exchanges come from the launcher's PMIx server */
-	pmix_proc_t me;
-	uint32_t round;  /* allgathers so far: each uses its own key */
-	/* calls we stopped waiting for, their callback still due: freed after PMIx_Finalize */
-	pmix_call_t *abandoned[PMIX_ABANDONED_MAX];
-	uint32_t n_abandoned;
-#endif
-};
-
 typedef struct {
 	uint32_t magic, version, rank, size;
 	uint64_t secret; /* rank 0's answer; zero in a hello */
 } boot_hello_t;
 
-static uint64_t deadline_of(const boot_t *b) { return gice_now_ns() + b->timeout_ns; }
+uint64_t boot_deadline(const boot_t *b) { return gice_now_ns() + b->timeout_ns; }
 
-static int wait_fd(int fd, short ev, uint64_t deadline)
+int boot_wait_fd(int fd, short ev, uint64_t deadline)
 {
 	for (;;) {
 		uint64_t now = gice_now_ns();
@@ -80,12 +59,12 @@ static int wait_fd(int fd, short ev, uint64_t deadline)
 }
 
 /* Move exactly len bytes, or fail: GICE_ERR_PEER_DEAD when the other side closed. */
-static int xfer(int fd, void *buf, size_t len, int sending, uint64_t deadline)
+int boot_xfer(int fd, void *buf, size_t len, int sending, uint64_t deadline)
 {
 	uint8_t *p = buf;
 
 	while (len) {
-		int rc = wait_fd(fd, sending ? POLLOUT : POLLIN, deadline);
+		int rc = boot_wait_fd(fd, sending ? POLLOUT : POLLIN, deadline);
 		if (rc)
 			return rc;
 		ssize_t n = sending ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
@@ -125,7 +104,7 @@ static int resolve(const char *spec, struct sockaddr_storage *ss, socklen_t *sl)
 	return GICE_OK;
 }
 
-static void nodelay(int fd)
+void boot_nodelay(int fd)
 {
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -134,7 +113,7 @@ static void nodelay(int fd)
 static int root_accept(boot_t *b, const struct sockaddr_storage *ss, socklen_t sl, const char *spec)
 {
 	int one = 1, ls = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	uint64_t start = gice_now_ns(), deadline = deadline_of(b);
+	uint64_t start = gice_now_ns(), deadline = boot_deadline(b);
 	uint32_t arrived = 1;
 	int rc;
 
@@ -146,7 +125,7 @@ static int root_accept(boot_t *b, const struct sockaddr_storage *ss, socklen_t s
 		return GICE_ERR_IO;
 	}
 	while (arrived < b->size) {
-		if ((rc = wait_fd(ls, POLLIN, deadline))) {
+		if ((rc = boot_wait_fd(ls, POLLIN, deadline))) {
 			char missing[512];
 			size_t off = 0;
 			for (uint32_t r = 1; r < b->size && off < sizeof(missing) - 16; r++)
@@ -161,14 +140,14 @@ static int root_accept(boot_t *b, const struct sockaddr_storage *ss, socklen_t s
 		if (fd < 0)
 			continue;
 		boot_hello_t h;
-		if (xfer(fd, &h, sizeof(h), 0, deadline) || h.magic != BOOT_MAGIC || h.version != BOOT_VERSION ||
+		if (boot_xfer(fd, &h, sizeof(h), 0, deadline) || h.magic != BOOT_MAGIC || h.version != BOOT_VERSION ||
 		    h.size != b->size || h.rank == 0 || h.rank >= b->size || b->fds[h.rank] >= 0) {
 			gice_warn("boot", "rank 0: refused a bootstrap connection (rank %u of %u, magic 0x%x)", h.rank,
 				  h.size, h.magic);
 			close(fd);
 			continue;
 		}
-		nodelay(fd);
+		boot_nodelay(fd);
 		b->fds[h.rank] = fd;
 		arrived++;
 	}
@@ -176,7 +155,7 @@ static int root_accept(boot_t *b, const struct sockaddr_storage *ss, socklen_t s
 	boot_hello_t w = {.magic = BOOT_MAGIC, .version = BOOT_VERSION, .size = b->size, .secret = b->secret};
 	for (uint32_t r = 1; r < b->size; r++) {
 		w.rank = r;
-		if ((rc = xfer(b->fds[r], &w, sizeof(w), 1, deadline))) {
+		if ((rc = boot_xfer(b->fds[r], &w, sizeof(w), 1, deadline))) {
 			gice_error("boot", "rank 0: lost rank %u while welcoming it: %s", r, gice_status_name(rc));
 			return rc;
 		}
@@ -186,7 +165,7 @@ static int root_accept(boot_t *b, const struct sockaddr_storage *ss, socklen_t s
 
 static int leaf_connect(boot_t *b, const struct sockaddr_storage *ss, socklen_t sl, const char *spec)
 {
-	uint64_t start = gice_now_ns(), deadline = deadline_of(b);
+	uint64_t start = gice_now_ns(), deadline = boot_deadline(b);
 	int fd = -1, err = 0, rc;
 
 	/* rank 0 may not be listening yet: retry */
@@ -206,10 +185,10 @@ static int leaf_connect(boot_t *b, const struct sockaddr_storage *ss, socklen_t 
 			   (unsigned long long)((gice_now_ns() - start) / 1000000), strerror(err));
 		return GICE_ERR_TIMED_OUT;
 	}
-	nodelay(fd);
+	boot_nodelay(fd);
 	b->fds[0] = fd;
 	boot_hello_t h = {.magic = BOOT_MAGIC, .version = BOOT_VERSION, .rank = b->rank, .size = b->size};
-	if ((rc = xfer(fd, &h, sizeof(h), 1, deadline)) || (rc = xfer(fd, &h, sizeof(h), 0, deadline))) {
+	if ((rc = boot_xfer(fd, &h, sizeof(h), 1, deadline)) || (rc = boot_xfer(fd, &h, sizeof(h), 0, deadline))) {
 		gice_error("boot", "rank %u: rank 0 at %s did not welcome us within %llu ms: %s", b->rank, spec,
 			   (unsigned long long)(b->timeout_ns / 1000000), gice_status_name(rc));
 		return rc;
@@ -483,48 +462,6 @@ static unsigned long foreign_tasks(const char **var)
 	return 0;
 }
 
-/* Clock alignment, on the set-up sockets: each rank in turn pings rank 0 BOOT_CLOCK_PINGS times
- * (t1 = its clock, sent; rank 0 answers with its clock t0; back at t2) and keeps the ping of the
- * shortest round trip: offset = t0 - (t1 + t2) / 2. Rank 0 read t0 between t1 and t2, so the
- * true offset is within rtt / 2 of the estimate, whatever the delays of each direction. */
-#define BOOT_CLOCK_PINGS 8
-static int clock_sync(boot_t *b)
-{
-	uint64_t deadline = deadline_of(b), t0, t1, t2;
-	int rc;
-
-	if (b->rank == 0) {
-		b->clock_rtt_ns = 1; /* its own clock: exact */
-		for (uint32_t r = 1; r < b->size; r++)
-			for (int i = 0; i < BOOT_CLOCK_PINGS; i++) {
-				if ((rc = xfer(b->fds[r], &t1, sizeof(t1), 0, deadline)))
-					goto fail;
-				t0 = gice_now_ns();
-				if ((rc = xfer(b->fds[r], &t0, sizeof(t0), 1, deadline)))
-					goto fail;
-			}
-		return GICE_OK;
-	fail:
-		gice_error("boot", "rank 0: clock alignment with the other ranks failed: %s", gice_status_name(rc));
-		return rc;
-	}
-	for (int i = 0; i < BOOT_CLOCK_PINGS; i++) {
-		t1 = gice_now_ns();
-		if ((rc = xfer(b->fds[0], &t1, sizeof(t1), 1, deadline)) || (rc = xfer(b->fds[0], &t0, sizeof(t0), 0, deadline))) {
-			gice_error("boot", "rank %u: clock alignment with rank 0 failed: %s", b->rank, gice_status_name(rc));
-			return rc;
-		}
-		t2 = gice_now_ns();
-		if (!b->clock_rtt_ns || t2 - t1 < b->clock_rtt_ns) {
-			b->clock_rtt_ns = GICE_MAX(t2 - t1, (uint64_t)1);
-			b->clock_offset_ns = (int64_t)(t0 - t1) - (int64_t)((t2 - t1) / 2);
-		}
-	}
-	gice_debug("boot", "rank %u: clock offset to rank 0 %lld ns (+- %llu ns)", b->rank, (long long)b->clock_offset_ns,
-		   (unsigned long long)(b->clock_rtt_ns / 2));
-	return GICE_OK;
-}
-
 int boot_init(boot_t **out)
 {
 	uint64_t rank, size, tmo;
@@ -560,6 +497,7 @@ int boot_init(boot_t **out)
 		}
 		b->secret = all[0];
 		free(all);
+		boot_clock_pmix(b);
 		gice_info("boot", "rank %u of %u (PMIx namespace %s)", b->rank, b->size, b->me.nspace);
 		*out = b;
 		return GICE_OK;
@@ -605,7 +543,7 @@ int boot_init(boot_t **out)
 	if (size > 1) {
 		if ((rc = resolve(spec, &ss, &sl)) ||
 		    (rc = rank == 0 ? root_accept(b, &ss, sl, spec) : leaf_connect(b, &ss, sl, spec)) ||
-		    (rc = clock_sync(b))) {
+		    (rc = boot_clock_sync(b))) {
 			boot_fini(b);
 			return rc;
 		}
@@ -639,18 +577,9 @@ uint32_t boot_rank(const boot_t *b) { return b->rank; }
 uint32_t boot_size(const boot_t *b) { return b->size; }
 uint64_t boot_secret(const boot_t *b) { return b->secret; }
 
-int boot_clock(const boot_t *b, int64_t *offset_ns, uint64_t *bound_ns)
-{
-	if (b->size > 1 && !b->clock_rtt_ns)
-		return 0;
-	*offset_ns = b->clock_offset_ns;
-	*bound_ns = b->size > 1 && b->rank ? b->clock_rtt_ns / 2 : 0;
-	return 1;
-}
-
 int boot_allgather(boot_t *b, const void *mine, size_t len, void *all)
 {
-	uint64_t deadline = deadline_of(b);
+	uint64_t deadline = boot_deadline(b);
 	uint8_t *out = all;
 	int rc;
 
@@ -663,8 +592,8 @@ int boot_allgather(boot_t *b, const void *mine, size_t len, void *all)
 		return GICE_OK;
 	GICE_TSAN_OUT(); /* an exchange orders this process with the others (tsan.h) */
 	if (b->rank != 0) {
-		if ((rc = xfer(b->fds[0], (void *)mine, len, 1, deadline)) ||
-		    (rc = xfer(b->fds[0], all, len * b->size, 0, deadline))) {
+		if ((rc = boot_xfer(b->fds[0], (void *)mine, len, 1, deadline)) ||
+		    (rc = boot_xfer(b->fds[0], all, len * b->size, 0, deadline))) {
 			gice_error("boot", "rank %u: exchange with rank 0 failed: %s", b->rank, gice_status_name(rc));
 			return rc;
 		}
@@ -672,13 +601,13 @@ int boot_allgather(boot_t *b, const void *mine, size_t len, void *all)
 		return GICE_OK;
 	}
 	for (uint32_t r = 1; r < b->size; r++)
-		if ((rc = xfer(b->fds[r], out + (size_t)r * len, len, 0, deadline))) {
+		if ((rc = boot_xfer(b->fds[r], out + (size_t)r * len, len, 0, deadline))) {
 			gice_error("boot", "rank 0: rank %u %s during an exchange", r,
 				   rc == GICE_ERR_TIMED_OUT ? "did not answer" : "is gone");
 			return rc;
 		}
 	for (uint32_t r = 1; r < b->size; r++)
-		if ((rc = xfer(b->fds[r], all, len * b->size, 1, deadline))) {
+		if ((rc = boot_xfer(b->fds[r], all, len * b->size, 1, deadline))) {
 			gice_error("boot", "rank 0: rank %u is gone during an exchange", r);
 			return rc;
 		}

@@ -34,10 +34,12 @@ void boot_fini(boot_t *b);
 uint32_t boot_rank(const boot_t *b);
 uint32_t boot_size(const boot_t *b);
 uint64_t boot_secret(const boot_t *b);
-/* This rank's CLOCK_MONOTONIC against rank 0's, estimated at boot_init (the shortest of a few
- * pings over the rendezvous socket): rank 0's clock = ours + *offset_ns, within +- *bound_ns
- * (half that ping's round trip). 1 when measured (rank 0, a one-rank job: offset 0, bound 0),
- * 0 when not (under PMIx there is no socket to ping over). */
+/* This rank's CLOCK_MONOTONIC against rank 0's, found at boot_init: rank 0's clock = ours +
+ * *offset_ns, within +- *bound_ns. Under gicerun, the shortest of a few pings over the rendezvous
+ * socket (bound: half its round trip); under PMIx, exact on rank 0's machine (the same boot id)
+ * and pinged over a socket rank 0 opens for it from other machines (GICE_CLOCK_SYNC). 1 when
+ * known (rank 0, a one-rank job: offset 0, bound 0), 0 when not (GICE_CLOCK_SYNC=off, or rank 0
+ * could not be reached). */
 int boot_clock(const boot_t *b, int64_t *offset_ns, uint64_t *bound_ns);
 /* Collective: every rank gives len bytes; all receives size * len bytes in rank order. */
 int boot_allgather(boot_t *b, const void *mine, size_t len, void *all);
@@ -45,5 +47,7 @@ int boot_barrier(boot_t *b);
 
 /* GICE_RANK, GICE_WORLD_SIZE, GICE_BOOTSTRAP, GICE_BOOTSTRAP_TIMEOUT_MS. */
 extern const gice_param_t boot_params[];
+/* GICE_CLOCK_SYNC (boot_clock.c). */
+extern const gice_param_t boot_clock_params[];
 
 #endif

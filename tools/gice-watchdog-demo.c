@@ -13,6 +13,7 @@
  * prints "watchdog: rank R: N steps ok" and, per peer, what was lost and retransmitted on the
  * way (a lossy link is degraded, not dead). */
 #include <getopt.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,19 +23,20 @@
 
 #define MIB (1024u * 1024u)
 
-static _Atomic int lost; /* gice told us of a lost peer */
+static _Atomic int claimed, lost; /* gice told us of a lost peer: lost once lost_text is written */
 static char lost_text[512];
 
-/* gice's error callback: remember the first peer found dead or hung (a timeout is the step
- * deadline's business, below). */
+/* gice's error callback (on gice's watchdog thread, or on ours below): remember the first peer
+ * found dead or hung (a timeout is the step deadline's business, below). */
 static void on_error(const gice_error_info_t *info, void *arg)
 {
 	(void)arg;
-	if ((info->status != GICE_ERR_PEER_DEAD && info->status != GICE_ERR_PEER_HUNG) || atomic_exchange(&lost, 1))
+	if ((info->status != GICE_ERR_PEER_DEAD && info->status != GICE_ERR_PEER_HUNG) || atomic_exchange(&claimed, 1))
 		return;
 	snprintf(lost_text, sizeof(lost_text), "%s PEER: rank %d (%s): %s",
 		 info->status == GICE_ERR_PEER_DEAD ? "DEAD" : "HUNG", (int)info->peer_rank,
 		 info->reason ? info->reason : gice_status_name(info->status), info->message ? info->message : "");
+	atomic_store(&lost, 1);
 }
 
 struct shared {
@@ -81,20 +83,28 @@ int main(int argc, char **argv)
 	}
 	if (bytes > (long)(MIB / 2))
 		bytes = MIB / 2;
-	if (gice_init() || gice_set_error_callback(on_error, NULL) || gice_device_open(NULL, &d))
+	int rc = gice_init();
+	if (rc || (rc = gice_set_error_callback(on_error, NULL)) || (rc = gice_device_open(NULL, &d))) {
+		fprintf(stderr, "gice-watchdog-demo: set-up failed: %s\n", gice_status_name(rc));
 		return 1;
+	}
 	uint32_t rank = gice_rank(), size = gice_world_size();
 	all = calloc(size, sizeof(*all));
-	if (!all || gice_mem_alloc(d, MIB, &buf) || gice_mem_register(d, buf, MIB, &me.key) ||
-	    gice_counter_alloc(d, &me.sig) || gice_counter_alloc(d, &done) || gice_allgather(&me, sizeof(me), all) ||
-	    gice_conn_open(d, gice_device_id_of((rank + 1) % size, 0), NULL, &next))
+	if (!all)
+		rc = GICE_ERR_NO_MEMORY;
+	if (rc || (rc = gice_mem_alloc(d, MIB, &buf)) || (rc = gice_mem_register(d, buf, MIB, &me.key)) ||
+	    (rc = gice_counter_alloc(d, &me.sig)) || (rc = gice_counter_alloc(d, &done)) ||
+	    (rc = gice_allgather(&me, sizeof(me), all)) ||
+	    (rc = gice_conn_open(d, gice_device_id_of((rank + 1) % size, 0), NULL, &next))) {
+		fprintf(stderr, "gice-watchdog-demo: rank %u: set-up failed: %s\n", rank, gice_status_name(rc));
 		return 1;
+	}
 	for (long s = 1; s <= steps; s++) {
 		gice_op_t op = {.type = GICE_OP_PUT, .conn = next, .local = buf, .bytes = (uint64_t)bytes,
 				.rkey = all[(rank + 1) % size].key, .value = 1, .signal = all[(rank + 1) % size].sig,
 				.signal_flags = GICE_SIGNAL_ADD, .completion = done};
 		uint32_t prev = (rank + size - 1) % size;
-		int rc = gice_post(d, &op);
+		rc = gice_post(d, &op);
 		if (rc == GICE_OK)
 			rc = gice_counter_wait(d, me.sig, GICE_CMP_GE, (uint64_t)s, (uint64_t)step_ms, NULL);
 		if (rc == GICE_OK)
@@ -106,6 +116,8 @@ int main(int argc, char **argv)
 			/* gice records the first error before any wait wakes: the reason is there */
 			if (gice_job_error(&info) == GICE_OK && info.status != GICE_OK && info.peer_rank != UINT32_MAX)
 				on_error(&info, NULL);
+			while (atomic_load(&claimed) && !atomic_load(&lost))
+				sched_yield(); /* the callback is writing the text */
 			if (atomic_load(&lost))
 				printf("watchdog: rank %u step %ld: %s\n", rank, s, lost_text);
 			else if (worst >= 0)
@@ -116,7 +128,8 @@ int main(int argc, char **argv)
 				printf("watchdog: rank %u step %ld: STALLED: no signal from rank %u within %ld ms (%s); "
 				       "no link of this rank lost packets\n", rank, s, prev, step_ms, gice_status_name(rc));
 			fflush(stdout);
-			return 3;
+			free(all);
+			return 3; /* as a framework's watchdog: exit, the devices with the process */
 		}
 	}
 	printf("watchdog: rank %u: %ld steps ok", rank, steps);

@@ -269,8 +269,9 @@ int main(int argc, char **argv)
 				continue;
 			ranks[r].reaped = 1;
 			ranks[r].status = status;
-			if (WIFSIGNALED(status)) /* its shm regions outlive it: before its pid is reused */
-				fab_shm_remove((int)pid, 0);
+			/* the shm regions of a rank that did not close its devices (killed, or exited
+			 * early) outlive it and fill /dev/shm: removed before its pid is reused */
+			fab_shm_remove((int)pid, 0);
 			nreaped++;
 			if (tearing_down || (WIFEXITED(status) && WEXITSTATUS(status) == 0))
 				continue;
