@@ -6,7 +6,8 @@
 # (gice-demo, which checks every block); symmetric memory, team barriers and a strided team on 4
 # hosts (test_sym job); every collective on 4 hosts, and on 2 hosts with interleaved ranks (the
 # ring reordered by host: test_coll job); ranks started by hand in two namespaces pick net on
-# their own (the job spans hosts); ranks that disagree on the provider fail at open, naming
+# their own (the job spans hosts), also when one is on an emulated other machine (its own
+# mount and pid namespaces, a private /dev/shm); ranks that disagree on the provider fail at open, naming
 # both. Skipped (77) without root or network namespaces.
 set -u
 cd "$(dirname "$0")/.."
@@ -159,6 +160,34 @@ for p in "tcp FI_TCP_IFACE tcp;ofi_rxm" "- FI_NET_IFACE net"; do # -: no GICE_FI
 	fi
 	rm -rf "$tmp"
 done
+
+echo "== ranks started by hand on 2 emulated machines, no GICE_FI_PROVIDER: the job runs over net"
+# rank 1 also gets its own mount and pid namespaces with a private /dev/shm, as on another
+# machine: shm (the first choice before jobs spanning hosts picked net) cannot reach rank 0 from
+# there, and the job stalled until the watchdog called the peer silent
+if ! command -v unshare >/dev/null; then
+	echo "(left out: no unshare)"
+else
+	tmp=$(mktemp -d)
+	port=$((20000 + RANDOM % 20000))
+	ip netns exec ${nsp}-h1 env -u GICE_FI_PROVIDER GICE_FAB_IFACE=${nsp}-v1 GICE_RANK=0 GICE_WORLD_SIZE=2 \
+		GICE_BOOTSTRAP=10.77.0.1:$port GICE_BOOTSTRAP_TIMEOUT_MS=5000 GICE_TIMEOUT_MS=5000 \
+		timeout -k 2 "$(scaled 60)" "$build/bin/gice-bench" put --sizes 8,65536 --iters 50 --check >"$tmp/r0.log" 2>&1 &
+	pid0=$!
+	ip netns exec ${nsp}-h2 unshare -m -p -f --mount-proc sh -c 'mount -t tmpfs tmpfs /dev/shm && exec "$@"' sh \
+		env -u GICE_FI_PROVIDER GICE_FAB_IFACE=${nsp}-v2 GICE_RANK=1 GICE_WORLD_SIZE=2 \
+		GICE_BOOTSTRAP=10.77.0.1:$port GICE_BOOTSTRAP_TIMEOUT_MS=5000 GICE_TIMEOUT_MS=5000 \
+		timeout -k 2 "$(scaled 60)" "$build/bin/gice-bench" put --sizes 8,65536 --iters 50 --check >"$tmp/r1.log" 2>&1
+	rc1=$?
+	wait $pid0
+	rc0=$?
+	sed 's/^/    /' "$tmp"/r*.log | grep -v '^    $' | cut -c1-200 | tail -6
+	if [ $rc0 != 0 ] || [ $rc1 != 0 ] || [ "$(grep -c '^put  *net  *2 ' "$tmp/r0.log")" != 2 ]; then
+		echo "FAIL: a job on 2 emulated machines did not run over net by itself (rc $rc0 $rc1)"
+		fail=1
+	fi
+	rm -rf "$tmp"
+fi
 
 echo "== a rank killed mid-job under --keep-going: the survivor's wait ends with PEER_DEAD naming it"
 # ping-pong of 8 B puts between the two hosts; rank 1 SIGKILLs itself at 1500 ms. With
