@@ -3,7 +3,7 @@
  *   rank 0's TCP bootstrap) and GICE_DEVICES_PER_RANK in its environment; with --netns, rank r
  *   runs inside network namespace ns[r % count] and also gets GICE_FAB_IFACE (and FI_TCP_IFACE,
  *   FI_UDP_IFACE, FI_SOCKETS_IFACE, FI_NET_IFACE, when set, replaced by that interface);
- *   GICE_FI_PROVIDER defaults to tcp there, and shm is refused.
+ *   GICE_FI_PROVIDER defaults to net there (libfabric's TCP RDM), and shm is refused.
  *   Every line a rank writes is printed prefixed with "[r] " (stdout to stdout, stderr to stderr).
  *   The first rank to fail (non-zero exit or a signal) is named; the others get SIGTERM, then
  *   SIGKILL 2 s later; gicerun exits with the failed rank's status (128 + signal for a signal).
