@@ -265,13 +265,4 @@ static Suite *suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(suite());
-	int rc;
-
-	srunner_run_all(sr, CK_NORMAL);
-	rc = test_exit(sr);
-	srunner_free(sr);
-	return rc;
-}
+int main(void) { return test_run_suite(suite()); }
