@@ -67,12 +67,12 @@ int ofi_post_rx(ofi_ep_t *e, ofi_buf_t *b)
 static void ofi_repost(ofi_ep_t *e, ofi_buf_t *b)
 {
 	if (ofi_post_rx(e, b) != GICE_OK) {
-		b->state = OFI_RX_USER;
+		b->state = OFI_RX_IDLE;
 		e->rx_pending[e->nrx_pending++] = b->idx;
 	}
 }
 
-/* Repost receive buffers that could not be posted earlier. */
+/* Repost receive buffers released since the last poll, or that could not be posted earlier. */
 static void ofi_repost_pending(ofi_ep_t *e)
 {
 	while (e->nrx_pending) {
@@ -211,7 +211,7 @@ static int ofi_send(fab_ep_t *ep, fab_addr_t dest, const void *hdr, size_t hlen,
 		memcpy(e->staging, hdr, hlen);
 		if (plen)
 			memcpy((char *)e->staging + hlen, payload, plen);
-		rc = fi_inject(e->ep, e->staging, total, dest);
+		 rc = fi_inject(e->ep, e->staging, total, dest);
 		if (rc == -FI_EAGAIN) {
 			ofi_progress(e);
 			rc = fi_inject(e->ep, e->staging, total, dest);
@@ -292,7 +292,10 @@ static void ofi_release(fab_ep_t *ep, void *buf)
 		gice_error("fab", "release of %p: not a receive buffer of this endpoint held by the caller", buf);
 		return;
 	}
-	ofi_repost(e, &e->bufs[i]);
+	/* posted again at the next poll: the caller is taking in what arrived, and a ping-pong's
+	 * answer should not wait behind fi_recv */
+	e->bufs[i].state = OFI_RX_IDLE;
+	e->rx_pending[e->nrx_pending++] = (uint32_t)i;
 }
 
 static int ofi_getname(fab_ep_t *ep, void *addr, size_t *len)

@@ -15,7 +15,7 @@
 
 extern const fab_ops_t fab_ofi_ops;
 
-enum { OFI_RX_POSTED, OFI_RX_DONE, OFI_RX_ERR, OFI_RX_USER };
+enum { OFI_RX_POSTED, OFI_RX_DONE, OFI_RX_ERR, OFI_RX_USER, OFI_RX_IDLE /* released, waiting to be posted */ };
 
 typedef struct {
 	struct fi_context2 ctx; /* first: the completion's op_context points here */
@@ -45,7 +45,7 @@ typedef struct {
 	uint32_t tx_depth, rx_depth;
 	uint32_t *tx_free; /* stack of free tx buffer indices */
 	uint32_t ntx_free;
-	uint32_t *rx_pending; /* rx buffers released but not yet reposted (provider said EAGAIN) */
+	uint32_t *rx_pending; /* rx buffers released but not yet reposted (at the next poll) */
 	uint32_t nrx_pending;
 	void *staging; /* fi_inject source */
 

@@ -8,7 +8,9 @@
  *   no kernel at all (host threads never step a device);
  * - kicks: a device of the same process that sends rings the receiving device's CT 0 when no
  *   thread of it is awake, so 20 host-posted puts between two idle one-CT devices whose CT polls
- *   only every 5 s (GICE_CT_POLL_US) take milliseconds, not 20 polls.
+ *   only every 5 s (GICE_CT_POLL_US) take milliseconds, not 20 polls; and a kernel that stopped
+ *   waiting (it took in all that was sent, so it left without a last look: ct_step.c) is no
+ *   longer counted awake: a put that reaches its device while it computes rings CT 0.
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. */
 #include <check.h>
@@ -247,6 +249,67 @@ START_TEST(an_idle_device_of_the_same_process_is_kicked)
 }
 END_TEST
 
+struct leaver {
+	_Atomic int round; /* the host's: the kernel may wait for round's first put */
+	_Atomic int rc;
+};
+
+#define LEAVE_ROUNDS 10
+
+/* Per round: wait for the round's first put (stepping the device), then compute, without a
+ * device call, until the host has seen the round's second put land. */
+static void leave_kernel(gice_kctx_t *k, void *arg)
+{
+	struct leaver *l = *(struct leaver **)arg;
+
+	for (int r = 0; r < LEAVE_ROUNDS; r++) {
+		int rc = gice_wait_until(k, sig[1], GICE_CMP_GE, 2 * (uint64_t)r + 1, test_scaled(20000000), NULL);
+		if (rc) {
+			atomic_store(&l->rc, rc);
+			return;
+		}
+		uint64_t t0 = now_ms();
+		while (atomic_load(&l->round) == r && now_ms() - t0 < test_scaled(20000))
+			;
+	}
+}
+
+START_TEST(a_kernel_that_stopped_waiting_is_not_awake)
+{
+	struct leaver l = {0}, *lp = &l;
+
+	setenv("GICE_CT_POLL_US", "5000000", 1); /* an unkicked CT 0 finds a packet within 5 s */
+	setenv("GICE_CT_SPIN_US", "0", 1);       /* CTs sleep as soon as they are idle */
+	setenv("GICE_TIMEOUT_MS", "60000", 1);   /* the watchdog stays out of it */
+	n_cts = 1;
+	open_pair();
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0], .local = buf[0], .bytes = 8, .rkey = key[1],
+			.roff = 64, .value = 1, .signal = sig[1], .signal_flags = GICE_SIGNAL_ADD,
+			.completion = GICE_NO_COUNTER};
+	ck_assert_int_eq(gice_launch(strm[1], leave_kernel, 1, &lp, sizeof(lp)), GICE_OK);
+	for (int r = 0; r < LEAVE_ROUNDS; r++) {
+		usleep(2000); /* the kernel waits, stepping its device */
+		ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+		ck_assert_int_eq(gice_counter_wait(dev[1], sig[1], GICE_CMP_GE, 2 * (uint64_t)r + 1, test_scaled(20000),
+						   NULL), GICE_OK);
+		usleep(5000); /* it has left its wait and computes */
+		uint64_t t0 = now_ms();
+		ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+		ck_assert_int_eq(gice_counter_wait(dev[1], sig[1], GICE_CMP_GE, 2 * (uint64_t)r + 2, test_scaled(20000),
+						   NULL), GICE_OK);
+		uint64_t ms = now_ms() - t0;
+		/* were it still counted awake, no one would ring CT 0: up to 5 s */
+		ck_assert_msg(ms < test_scaled(1000), "round %d: a put to a device whose kernel computes took %llu ms", r,
+			      (unsigned long long)ms);
+		atomic_store(&l.round, r + 1);
+	}
+	ck_assert_int_eq(gice_stream_sync(strm[1], test_scaled(20000)), GICE_OK);
+	ck_assert_int_eq(atomic_load(&l.rc), GICE_OK);
+	ck_assert_uint_eq(gice_counter_read(dev[1], sig[1]), 2 * LEAVE_ROUNDS);
+	close_pair();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("progress");
@@ -261,6 +324,7 @@ int main(void)
 	tcase_add_test(tc, armed_descriptor_fires_while_the_kernel_computes);
 	tcase_add_test(tc, host_posts_complete_without_kernels);
 	tcase_add_test(tc, an_idle_device_of_the_same_process_is_kicked);
+	tcase_add_test(tc, a_kernel_that_stopped_waiting_is_not_awake);
 	suite_add_tcase(s, tc);
 	srunner_run_all(sr, CK_NORMAL);
 	rc = test_exit(sr);

@@ -72,7 +72,7 @@ START_TEST(test_layout_sizes)
 	uint64_t total;
 	memcpy(&version, p + 8, 4);
 	memcpy(&total, p + 16, 8);
-	ck_assert_uint_eq(version, 3);
+	ck_assert_uint_eq(version, 4);
 	ck_assert_uint_eq(total, (uint64_t)st.st_size);
 	munmap(p, (size_t)st.st_size);
 	tm_region_destroy(r);
@@ -486,6 +486,31 @@ START_TEST(test_watch_dirty_doorbell)
 }
 END_TEST
 
+/* Kicks count what they publish (tm_doorbell_sent) and ring only when no one is awake; a
+ * count of 0 counts nothing. */
+START_TEST(test_kick_counts_and_rings_when_no_one_is_awake)
+{
+	tm_region_t *r = mk(64, 2, 8);
+
+	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 0);
+	tm_doorbell_awake(r, 0, 1);
+	uint32_t s = tm_doorbell_seq(r, 0);
+	tm_doorbell_kick(r, 0, 3);
+	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 3);
+	ck_assert_uint_eq(tm_doorbell_seq(r, 0), s); /* someone awake: no ring */
+	tm_doorbell_awake(r, 0, -1);
+	tm_doorbell_kick(r, 0, 2);
+	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 5);
+	ck_assert_uint_ne(tm_doorbell_seq(r, 0), s); /* no one awake: rung */
+	s = tm_doorbell_seq(r, 0);
+	tm_doorbell_kick(r, 0, 0);
+	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 5);
+	ck_assert_uint_ne(tm_doorbell_seq(r, 0), s);
+	ck_assert_uint_eq(tm_doorbell_sent(r, 1), 0); /* per CT */
+	tm_region_destroy(r);
+}
+END_TEST
+
 START_TEST(test_dirty_take_many)
 {
 	/* 8192 counters = 128 dirty words = two summary words */
@@ -698,6 +723,7 @@ int main(void)
 	add(s, "attach_invalid", test_attach_invalid);
 	add(s, "watch_dirty_doorbell", test_watch_dirty_doorbell);
 	add(s, "dirty_take_many", test_dirty_take_many);
+	add(s, "kick_counts_and_rings_when_no_one_is_awake", test_kick_counts_and_rings_when_no_one_is_awake);
 	add(s, "doorbell_sleep", test_doorbell_sleep);
 	add(s, "queue_order_and_full", test_queue_order_and_full);
 	add(s, "queue_mpsc", test_queue_mpsc);

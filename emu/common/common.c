@@ -121,7 +121,9 @@ void gice_log_write(int level, const char *subsys, const char *file, int line, c
 		line);
 }
 
-uint64_t gice_now_ns(void)
+__thread uint64_t gice_clock_held __attribute__((tls_model("initial-exec")));
+
+uint64_t gice_clock_ns(void)
 {
 	struct timespec ts;
 

@@ -375,6 +375,8 @@ int ct_peer_add(ct_engine_t *e, uint32_t gid, const ct_peer_info_t *info)
 		p->map_size = info->hbm_size;
 		p->pid = info->pid;
 		p->tm = info->tm;
+		if (!p->tm)
+			atomic_fetch_add_explicit(&e->n_remote, 1, memory_order_relaxed);
 		p->present = 1;
 		e->n_present++;
 		e->resp_share = GICE_MAX(CT_RESP_MIN_SHARE, CT_RESP_MSGS / e->n_present);

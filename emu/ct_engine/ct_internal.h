@@ -98,6 +98,7 @@ typedef struct { /* link-private (under the link lock) */
 	int32_t pid;          /* its process, if that pid is meaningful here (ct_peer_info_t) */
 	tm_region_t *tm;       /* its trigger memory, if mapped here (ct_peer_info_t) */
 	uint8_t kick;          /* in e->kick for this pass */
+	uint32_t kick_pkts;    /* packets sent to it since its last kick (tm_doorbell_kick counts them) */
 	uint32_t sig_recent[CT_SIG_RECENT]; /* counters its signals set here lately (fail them if
 					       it dies: their waiters would wait for nothing) */
 	uint32_t sig_next;
@@ -241,6 +242,10 @@ struct ct_engine {
 				     messages, or meant to look): the holder comes round again */
 	uint32_t kick[16];        /* peers sent to in this pass whose CT 0 may sleep (same host) */
 	uint32_t n_kick;
+	uint8_t kick_overflow;    /* more than kick[] holds: kick_peers scans every peer */
+	/* packets taken in from same-host peers (their kicks count what they sent: ct_step.c), and
+	 * peers elsewhere, whose packets no one counts; read without the lock */
+	_Atomic uint32_t rx_local, n_remote;
 	/* packets to one peer waiting to leave together in one fabric message (ct_link_tx.c) */
 	uint8_t *bundle;
 	uint32_t bundle_len, bundle_gid;

@@ -66,18 +66,40 @@ void ct_complete_msg(ct_engine_t *e, uint32_t idx)
 /* ---------------------------------------------------------------- progress */
 
 /* Same-host peers we sent to whose link no one polls now (their CT 0 sleeps): ring it, as a NIC
- * raises an interrupt. Once per peer per pass. A kick queued outside a pass (a control packet
- * the watchdog sent) waits for the next one, by which time the peer may have closed (its tm
- * cleared: ct_peer_closed). */
+ * raises an interrupt, counting the packets it will find (tm_doorbell_kick). Once per peer per
+ * pass, and only once its packets are out: a peer whose packets still wait in the bundle (a
+ * kernel's corked burst) is kicked by the pass that sends them. A kick queued outside a pass (a
+ * control packet the watchdog sent) waits for the next one, by which time the peer may have
+ * closed (its tm cleared: ct_peer_closed). Returns 1 if it kept the peer for later. */
+static int kick_one(ct_engine_t *e, uint32_t gid)
+{
+	ct_peer_t *p = &e->peers[gid];
+
+	if (e->bundle_len && e->bundle_gid == gid)
+		return 1;
+	p->kick = 0;
+	if (p->tm)
+		tm_doorbell_kick(p->tm, 0, p->kick_pkts);
+	p->kick_pkts = 0;
+	return 0;
+}
+
 static void kick_peers(ct_engine_t *e)
 {
-	for (uint32_t i = 0; i < e->n_kick; i++) {
-		ct_peer_t *p = &e->peers[e->kick[i]];
-		p->kick = 0;
-		if (p->tm)
-			tm_doorbell_kick(p->tm, 0);
+	uint32_t keep = 0;
+
+	if (gice_unlikely(e->kick_overflow)) { /* more peers than the list holds: every one */
+		e->kick_overflow = 0;
+		for (uint32_t g = 0; g < e->max_peers; g++)
+			if (e->peers[g].kick && kick_one(e, g))
+				e->kick[keep++] = g; /* the bundle's peer only: one */
+		e->n_kick = keep;
+		return;
 	}
-	e->n_kick = 0;
+	for (uint32_t i = 0; i < e->n_kick; i++)
+		if (kick_one(e, e->kick[i]))
+			e->kick[keep++] = e->kick[i];
+	e->n_kick = keep;
 }
 
 enum { PASS_FULL, PASS_LOOK, PASS_SEND };
@@ -98,12 +120,14 @@ static int link_pass(ct_engine_t *e, int mode)
 		 * once. The next full pass sends them (a wait's, or CT 0's: the link is busy) */
 		if (!e->bundle_cork)
 			ct_bundle_flush(e);
-		if (e->n_kick)
+		if (e->n_kick || e->kick_overflow)
 			kick_peers(e);
 		return work;
 	}
 	ct_bundle_flush(e); /* before the poll: the peer gets them sooner */
 	n = fab_poll(e->attr.ep, ev, GICE_ARRAY_SIZE(ev));
+	if (n > 0)
+		gice_clock_hold(); /* one clock read stamps all that arrived (common.h) */
 	atomic_store_explicit(&e->t_poll, gice_coarse_ns(), memory_order_relaxed); /* for the watchdog */
 	for (int i = 0; i < n; i++) {
 		if (ev[i].type == FAB_EV_RX) {
@@ -131,8 +155,9 @@ static int link_pass(ct_engine_t *e, int mode)
 			e->next_timer_ns = now + e->rto_min_ns / 4;
 		}
 	}
+	gice_clock_release();
 	ct_bundle_flush(e);
-	if (e->n_kick)
+	if (e->n_kick || e->kick_overflow)
 		kick_peers(e);
 	return work;
 }

@@ -55,7 +55,7 @@ int ct_bundle_flush(ct_engine_t *e)
 	if (rc == GICE_ERR_AGAIN || atomic_load_explicit(&e->bundle_held, memory_order_relaxed)) {
 		atomic_store_explicit(&e->bundle_held, rc == GICE_ERR_AGAIN, memory_order_relaxed);
 		if (p->tm)
-			tm_doorbell_kick(p->tm, 0);
+			tm_doorbell_kick(p->tm, 0, 0);
 	}
 	if (rc == GICE_OK) {
 		e->bundle_len = 0;
@@ -116,12 +116,17 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 	}
 	if (rc == GICE_OK) {
 		p->t_tx = gice_now_ns();
-		/* its CT 0 may sleep: ring it at the end of this pass (ct_link.c) */
-		if (p->tm && !p->kick && e->n_kick < GICE_ARRAY_SIZE(e->kick)) {
-			p->kick = 1;
-			e->kick[e->n_kick++] = (uint32_t)(p - e->peers);
-		} else if (p->tm && !p->kick) {
-			tm_doorbell_kick(p->tm, 0);
+		/* its CT 0 may sleep: ring it at the end of this pass, once the packet is out
+		 * (ct_link.c), and count it then */
+		if (p->tm) {
+			p->kick_pkts++;
+			if (!p->kick) {
+				p->kick = 1;
+				if (e->n_kick < GICE_ARRAY_SIZE(e->kick))
+					e->kick[e->n_kick++] = gid;
+				else
+					e->kick_overflow = 1;
+			}
 		}
 	}
 	return rc;

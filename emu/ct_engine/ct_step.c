@@ -80,10 +80,16 @@ void ct_engine_stepping(ct_engine_t *e, int on)
 	}
 	tm_doorbell_awake(e->attr.tm, 0, -1);
 	atomic_fetch_sub_explicit(&e->steppers, 1, memory_order_relaxed);
-	/* one more look: a packet that arrived before a sender saw us leave is found now; one
-	 * after rings CT 0. The ACKs it owes wait for the next pass: the kernel's next request
-	 * may carry them (ct_link_look). */
-	step(e, 1, 0);
+	/* One more look: a packet that arrived before a sender saw us leave is found now; one
+	 * after rings CT 0. Not needed when every packet same-host peers counted in their kicks
+	 * has been taken in and no peer is elsewhere (its packets are not counted): a packet
+	 * counted after our subtraction finds no one awake and rings (tm_doorbell_kick). That
+	 * spares a ping-pong's waiter a pass (a poll, a syscall on socket providers) between the
+	 * answer and its next request. The ACKs it owes wait for the next pass: the kernel's next
+	 * request may carry them (ct_link_look). */
+	if (atomic_load_explicit(&e->n_remote, memory_order_relaxed) ||
+	    tm_doorbell_sent(e->attr.tm, 0) != atomic_load_explicit(&e->rx_local, memory_order_acquire))
+		step(e, 1, 0);
 }
 
 uint64_t ct_engine_spin_ns(const ct_engine_t *e) { return e->spin_cfg_ns; }

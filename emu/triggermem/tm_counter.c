@@ -277,6 +277,23 @@ static int wait_progressed(const tm_region_t *r, struct tm_counter *c, uint32_t 
 	return moved || atomic_load_explicit(&r->state->progress_ns, memory_order_relaxed) > since;
 }
 
+/* Yields in a row that found no other thread to run (this thread's, across its waits). */
+static __thread uint32_t idle_yields;
+
+/* A spinning wait yields so that a thread that shares its core (the CT or rank that will
+ * answer, on a machine with fewer cores than busy threads) runs far sooner than a futex sleep
+ * would let it. A yield costs ~0.4 us even when no one else runs (a VM's syscall): one that
+ * comes back that fast doubles the idle rounds (16 polls each) before the next, up to 64; one
+ * that let another thread run brings them back to one. */
+static void spin_yield(uint64_t now)
+{
+	sched_yield();
+	if (gice_now_ns() - now < 2000)
+		idle_yields += idle_yields < 6;
+	else
+		idle_yields = 0;
+}
+
 static int counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns,
 			uint64_t spin_ns, int idle, const tm_poll_t *poll, uint64_t *found)
 {
@@ -289,24 +306,30 @@ static int counter_wait(tm_region_t *r, uint32_t id, tm_cmp_t cmp, uint64_t v, u
 	int rc;
 
 	spin_end = GICE_MIN(spin_end, deadline);
-	/* Spin phase: no futex; a yield every 16 idle polls so a 2-core machine makes progress. */
-	for (uint32_t i = 0;; i++) {
+	/* Spin phase: no futex; a yield after 16 idle polls or more (spin_yield) so a 2-core
+	 * machine makes progress. */
+	for (uint32_t i = 0, moved = 0, rounds = 0;; i++) {
 		if (wait_check(r, c, cmp, v, &seen, &rc))
 			goto out;
 		if (poll && poll->fn(poll->arg) > 0) {
-			/* it moved something: what we wait for may be next */
+			/* it moved something: what we wait for may be next (look before reading the
+			 * clock: the spin is extended at the next idle poll) */
 			i = 0;
-			now = gice_now_ns();
-			spin_end = GICE_MIN(spin_ns > UINT64_MAX - now ? UINT64_MAX : now + spin_ns, deadline);
+			moved = 1;
 			continue;
 		}
 		if ((i & 15) == 15) {
 			now = gice_now_ns();
+			if (moved) {
+				moved = 0;
+				spin_end = GICE_MIN(spin_ns > UINT64_MAX - now ? UINT64_MAX : now + spin_ns, deadline);
+			}
 			if (now >= spin_end)
 				break;
-			/* yield often: with GICE_BIND the CT that will answer shares this core, and
-			 * a yield hands it the core far sooner than a futex sleep would */
-			sched_yield();
+			if (++rounds >= 1u << idle_yields) {
+				rounds = 0;
+				spin_yield(now);
+			}
 		}
 		gice_cpu_relax();
 	}

@@ -68,10 +68,20 @@ void tm_doorbell_awake(tm_region_t *r, uint32_t ct, int delta)
 	atomic_fetch_add_explicit(&bell(r, ct)->awake, (uint32_t)delta, memory_order_seq_cst);
 }
 
-void tm_doorbell_kick(tm_region_t *r, uint32_t ct)
+void tm_doorbell_kick(tm_region_t *r, uint32_t ct, uint32_t n)
 {
-	if (!atomic_load_explicit(&bell(r, ct)->awake, memory_order_seq_cst))
+	struct tm_doorbell *db = bell(r, ct);
+
+	if (n)
+		atomic_fetch_add_explicit(&db->sent, n, memory_order_seq_cst);
+	if (!atomic_load_explicit(&db->awake, memory_order_seq_cst))
 		tm_doorbell_ring(r, ct);
+}
+
+uint32_t tm_doorbell_sent(const tm_region_t *r, uint32_t ct)
+{
+	/* seq_cst: after the leaver's subtraction from awake (tm_doorbell_awake) */
+	return atomic_load_explicit(&bell(r, ct)->sent, memory_order_seq_cst);
 }
 
 int tm_doorbell_sleep(tm_region_t *r, uint32_t ct, uint32_t seen_seq, uint64_t timeout_ns)

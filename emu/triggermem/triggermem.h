@@ -154,10 +154,14 @@ int tm_doorbell_sleep_fd(tm_region_t *r, uint32_t ct, uint32_t seen_seq, int fd,
 /* Work that needs no ring while someone is awake to find it (packets arriving for a device: its
  * link is polled by whoever is awake). awake: delta (+1/-1) threads of this process or another
  * that look for the CT's work without being rung; one that goes to sleep subtracts itself, then
- * looks once more, then sleeps. kick: ring only when no one is awake (the work is published
- * before the kick; seq_cst pairs the kick's load with that last look). */
+ * looks once more, then sleeps. kick: count n more pieces of work published (packets sent to the
+ * device), then ring only when no one is awake (the work is published before the kick; seq_cst
+ * pairs the kick's count and load with the leaver's subtraction and last look). sent: the
+ * pieces counted so far (wrapping): a leaver that has taken in exactly that many needs no last
+ * look, since any piece counted after its subtraction finds no one awake and rings. */
 void tm_doorbell_awake(tm_region_t *r, uint32_t ct, int delta);
-void tm_doorbell_kick(tm_region_t *r, uint32_t ct);
+void tm_doorbell_kick(tm_region_t *r, uint32_t ct, uint32_t n);
+uint32_t tm_doorbell_sent(const tm_region_t *r, uint32_t ct);
 
 /* Request queue of CT ct: bounded multi-producer, single-consumer ring of TM_SLOT_BYTES slots.
  * push copies len (<= TM_REQ_MAX_BYTES) bytes, sets *ticket to the slot's ticket (queue order,
