@@ -319,6 +319,49 @@ START_TEST(test_write_value_reaches_waiter)
 }
 END_TEST
 
+/* A launch onto an idle stream is started by its enqueuer (no stream thread hop); what is
+ * queued behind it still waits for its end: a write stays unseen while the kernel runs. */
+struct held {
+	_Atomic int release, ran;
+};
+
+static void held_block(void *p, uint32_t block, uint32_t nblocks, uint32_t sm)
+{
+	struct held *h = p;
+	uint64_t t0 = gice_now_ns();
+
+	(void)block, (void)nblocks, (void)sm;
+	while (!atomic_load(&h->release) && gice_now_ns() - t0 < 10 * SEC)
+		;
+	atomic_fetch_add(&h->ran, 1);
+}
+
+START_TEST(test_command_behind_a_direct_launch_waits_for_it)
+{
+	struct fx f;
+	smt_stream_t *s;
+
+	fx_open(&f, N_SMS);
+	uint32_t c = counter(&f);
+	ck_assert_int_eq(smt_stream_create(f.d, &s), GICE_OK);
+	for (int round = 0; round < 3; round++) {
+		struct held h = {0};
+		ck_assert_int_eq(smt_launch(s, held_block, &h, 2, NULL), GICE_OK); /* the stream is idle */
+		ck_assert_int_eq(smt_write_value(s, c, (uint64_t)round + 1, 0), GICE_OK);
+		ck_assert_int_eq(smt_launch(s, held_block, &h, 1, NULL), GICE_OK); /* queued: the stream thread's */
+		sleep_ms(30);
+		ck_assert_uint_eq(tm_counter_read(f.tm, c), (uint64_t)round); /* the kernel still runs */
+		ck_assert_int_eq(atomic_load(&h.ran), 0);
+		atomic_store(&h.release, 1);
+		ck_assert_int_eq(smt_stream_sync(s, 10 * SEC), GICE_OK);
+		ck_assert_uint_eq(tm_counter_read(f.tm, c), (uint64_t)round + 1);
+		ck_assert_int_eq(atomic_load(&h.ran), 3);
+	}
+	ck_assert_int_eq(smt_stream_destroy(s, 10 * SEC), GICE_OK);
+	fx_close(&f);
+}
+END_TEST
+
 static void count_done(void *p)
 {
 	struct stamp *st = p;
@@ -584,6 +627,7 @@ int main(void)
 	add(s, "in_order_on_one_stream", test_in_order_on_one_stream);
 	add(s, "kernel_waits_for_counter", test_kernel_waits_for_counter);
 	add(s, "write_value_reaches_waiter", test_write_value_reaches_waiter);
+	add(s, "command_behind_a_direct_launch_waits_for_it", test_command_behind_a_direct_launch_waits_for_it);
 	add(s, "wait_timeout_sticky_error", test_wait_timeout_sticky_error);
 	add(s, "sync_idle_and_sync_timeout", test_sync_idle_and_sync_timeout);
 	add(s, "destroy_completes_queued_work", test_destroy_completes_queued_work);

@@ -6,10 +6,14 @@
  * index. The records belong to the device, not to the streams, so an SM may look at a record
  * whatever happens to the stream, until smt_destroy joins the SMs. Launching fills the record
  * and sets the slot's bit in active_mask; SMs scan the set bits and take blocks with a
- * fetch_add on the record's `next` word. The last block to finish clears the bit and completes
- * the launch command itself: on_done, the stream's tail, the syncing host's wake-up; then it
- * marks the record DONE and wakes the stream thread. So a sync waits on one hand-off (last block
- * -> host), not two (last block -> stream thread -> host). No allocation per kernel or block.
+ * fetch_add on the record's `next` word. A launch onto an idle stream is published by the
+ * enqueuing host thread itself (a GPU front end taking the kernel from its pushbuffer); one
+ * queued behind other commands, by the stream thread when its turn comes. The last block to
+ * finish clears the bit and completes the launch command itself: on_done, the stream's tail,
+ * the syncing host's wake-up; then it marks the record DONE, and wakes the stream thread only
+ * if that waits for it (a command queued behind the kernel). So launch + sync on an idle stream
+ * takes no thread hand-off but host -> SM and last block -> host. No allocation per kernel or
+ * block.
  *
  * A record is reused by the stream's next launch (or a later stream in the same slot), possibly
  * while a slow SM is still looking at it, so `next` carries the launch generation in its high

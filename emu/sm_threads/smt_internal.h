@@ -15,7 +15,9 @@ struct smt_cmd;
 
 /* ---- kernel record ---- */
 
-enum { SMT_K_RUNNING, SMT_K_DONE, SMT_K_WAITING }; /* smt_kernel.state: the stream's futex */
+/* smt_kernel.state, the stream's futex: DONE (0, also before the first launch), RUNNING, or
+ * WAITING (RUNNING with the stream thread asleep until the last block sets DONE) */
+enum { SMT_K_DONE, SMT_K_RUNNING, SMT_K_WAITING };
 
 typedef void (*smt_done_fn)(void *arg);
 

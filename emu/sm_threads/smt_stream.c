@@ -1,8 +1,9 @@
 /* smt_stream.c: streams (see sm_threads.h). A stream is an in-order ring of commands (launch,
  * wait_value, write_value) run by its own thread: stream create, destroy, sync and drain, the
  * enqueue side, the stream thread and the device abort. A launch publishes the kernel record
- * of the stream's slot and wakes SMs; the record's protocol, the sleeping and the spin budget
- * are described in sm_threads.c, which runs the blocks. */
+ * of the stream's slot and wakes SMs (its enqueuer does, when the stream is idle); the record's
+ * protocol, the sleeping and the spin budget are described in sm_threads.c, which runs the
+ * blocks. */
 #include "emu/sm_threads/smt_internal.h"
 
 #include <limits.h>
@@ -78,11 +79,10 @@ static void sm_wake(smt_dev_t *d, uint32_t n)
 		gice_futex_wake(&d->work_seq, (int)(n - spinning));
 }
 
-/* Run the launch command c, the stream's command number tail: publish the kernel, wake SMs,
- * wait for its end. Its last block completes the command (smt_stream_complete). */
-static void stream_launch(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
+/* Fill the stream's kernel record for launch c, command number tail; it is RUNNING from here
+ * on, but no SM can take a block before kernel_start. Returns the launch generation. */
+static uint32_t kernel_fill(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 {
-	smt_dev_t *d = s->d;
 	struct smt_kernel *k = s->k;
 	uint32_t gen = atomic_load_explicit(&k->gen, memory_order_relaxed) + 1;
 
@@ -96,7 +96,17 @@ static void stream_launch(smt_stream_t *s, const struct smt_cmd *c, uint64_t tai
 	atomic_store_explicit(&k->s, s, memory_order_release);
 	atomic_store_explicit(&k->tail, tail + 1, memory_order_release);
 	atomic_store_explicit(&k->done, 0, memory_order_relaxed);
-	atomic_store_explicit(&k->state, SMT_K_RUNNING, memory_order_relaxed);
+	atomic_store_explicit(&k->state, SMT_K_RUNNING, memory_order_release);
+	return gen;
+}
+
+/* Hand out the blocks of the filled record and wake SMs for them. Its last block completes the
+ * command (smt_stream_complete). */
+static void kernel_start(smt_stream_t *s, const struct smt_cmd *c, uint32_t gen)
+{
+	smt_dev_t *d = s->d;
+	struct smt_kernel *k = s->k;
+
 	/* release: fields (and everything the stream saw, e.g. the previous kernel's writes)
 	 * before an SM can take block 0 */
 	atomic_store_explicit(&k->next, (uint64_t)gen << 32, memory_order_release);
@@ -105,28 +115,53 @@ static void stream_launch(smt_stream_t *s, const struct smt_cmd *c, uint64_t tai
 	/* seq_cst bump then sleepers read (sm_wake): pairs with sm_main's registration */
 	atomic_fetch_add_explicit(&d->work_seq, 1, memory_order_seq_cst);
 	uint32_t want = GICE_MIN(c->nblocks, d->n_sms);
-	if (!c->coop) /* as many as can run at once; the rest if the grid stalls (below) */
+	if (!c->coop) /* as many as can run at once; the rest if the grid stalls (kernel_topup) */
 		want = GICE_MIN(want, d->max_spinners + 1);
 	sm_wake(d, want);
+}
 
-	/* Wait for the last block: sleep on state at once (RUNNING -> WAITING). No spin: the
-	 * last block completes the command without us, and on a small machine a spinning
-	 * stream thread takes the core the blocks need. */
+/* Blocks that wait on each other need an SM each: if some of the running kernel's are still not
+ * handed out after a while (the SMs woken wait inside theirs), wake SMs for all of them. */
+static void kernel_topup(smt_stream_t *s)
+{
+	struct smt_kernel *k = s->k;
+	uint32_t gen = atomic_load_explicit(&k->gen, memory_order_relaxed);
+	uint32_t nb = atomic_load_explicit(&k->nblocks, memory_order_relaxed);
+	uint64_t t = atomic_load_explicit(&k->next, memory_order_relaxed);
+
+	if (atomic_load_explicit(&k->state, memory_order_relaxed) != SMT_K_DONE && (uint32_t)(t >> 32) == gen &&
+	    (uint32_t)t < nb)
+		sm_wake(s->d, GICE_MIN(nb - (uint32_t)t, s->d->n_sms));
+}
+
+/* The stream thread, before its next command (or before it exits: the last block touches the
+ * stream until DONE): wait for the stream's kernel to end, asleep at once (RUNNING -> WAITING;
+ * the last block wakes it). No spin: on a small machine a spinning stream thread takes the
+ * core the blocks need. */
+static void kernel_wait(smt_stream_t *s)
+{
+	struct smt_kernel *k = s->k;
 	uint32_t expect = SMT_K_RUNNING;
-	atomic_compare_exchange_strong_explicit(&k->state, &expect, SMT_K_WAITING,
-						memory_order_acquire, memory_order_acquire);
-	/* Blocks that wait on each other need an SM each: if some are still not handed out
-	 * after a while (the SMs woken wait inside theirs), wake SMs for all of them, once. */
-	uint64_t nap = want < GICE_MIN(c->nblocks, d->n_sms) ? SMT_TOPUP_NS : UINT64_MAX;
+	uint64_t nap = SMT_TOPUP_NS;
+
 	/* acquire: pairs with kernel_finish's exchange, so the blocks' writes are visible */
+	if (atomic_load_explicit(&k->state, memory_order_acquire) == SMT_K_DONE)
+		return;
+	atomic_compare_exchange_strong_explicit(&k->state, &expect, SMT_K_WAITING, memory_order_acquire,
+						memory_order_acquire);
 	while (atomic_load_explicit(&k->state, memory_order_acquire) != SMT_K_DONE) {
 		if (gice_futex_wait(&k->state, SMT_K_WAITING, nap) != GICE_ERR_TIMED_OUT || nap == UINT64_MAX)
 			continue;
-		nap = UINT64_MAX;
-		uint64_t t = atomic_load_explicit(&k->next, memory_order_relaxed);
-		if ((uint32_t)(t >> 32) == gen && (uint32_t)t < c->nblocks)
-			sm_wake(d, GICE_MIN(c->nblocks - (uint32_t)t, d->n_sms));
+		nap = UINT64_MAX; /* once */
+		kernel_topup(s);
 	}
+}
+
+/* Run the launch command c, the stream's command number tail. The stream thread goes on at
+ * once: the command after it waits for the kernel's end (kernel_wait). */
+static void stream_launch(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
+{
+	kernel_start(s, c, kernel_fill(s, c, tail));
 }
 
 static int stream_wait(smt_stream_t *s, const struct smt_cmd *c)
@@ -255,15 +290,28 @@ static void *stream_main(void *p)
 	for (;;) {
 		/* seq before head (acquire both): an enqueue we miss below bumps seq after this */
 		uint32_t seen = atomic_load_explicit(&s->cmd_seq, memory_order_acquire);
+		/* commands done without us (launches their enqueuer started: smt_launch_prep) */
+		uint64_t done = atomic_load_explicit(&s->tail, memory_order_acquire);
+		if (tail < done)
+			tail = done;
 		if (atomic_load_explicit(&s->head, memory_order_acquire) != tail) {
+			/* acquire: a launch started by its enqueuer filled the record (its tail) before
+			 * head showed it; its slot was not written, and may hold an older command */
+			if (atomic_load_explicit(&s->k->tail, memory_order_acquire) > tail) {
+				tail++; /* its kernel runs: what follows waits for it (kernel_wait) */
+				continue;
+			}
 			struct smt_cmd c = s->ring[tail % s->depth];
+			kernel_wait(s); /* commands run in order: a launch before this one ends first */
 			if (stream_exec(s, &c, tail))
 				smt_stream_complete(s, tail + 1);
 			tail++;
 			continue;
 		}
-		if (atomic_load_explicit(&s->stop, memory_order_acquire))
+		if (atomic_load_explicit(&s->stop, memory_order_acquire)) {
+			kernel_wait(s);
 			break;
+		}
 		/* empty: spin a little (counted in the device's budget, which spinning SMs yield),
 		 * then sleep until an enqueue (or stop) bumps cmd_seq */
 		if (!spin_ns) {
@@ -389,6 +437,7 @@ static int stream_drain(smt_stream_t *s, uint64_t target, uint64_t timeout_ns, i
 	uint64_t start = gice_now_ns(), moves = stream_moves(s);
 	uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
 	uint64_t spin_end = GICE_MIN(deadline, start + s->d->spin_ns);
+	uint64_t topup = start + SMT_TOPUP_NS;
 	int rc = GICE_OK;
 
 	/* acquire on tail: the finished commands' effects are visible to the caller */
@@ -423,7 +472,12 @@ sleep:
 		while (target < want && !atomic_compare_exchange_weak_explicit(&s->sync_target, &want, target,
 									       memory_order_seq_cst, memory_order_seq_cst))
 			;
-		gice_futex_wait(&s->done_seq, seen, GICE_MIN(deadline - now, SYNC_NAP_NS));
+		if (topup && now >= topup) { /* a launch the stream thread does not watch (direct) */
+			topup = 0;
+			kernel_topup(s);
+		}
+		gice_futex_wait(&s->done_seq, seen,
+				GICE_MIN(deadline - now, topup ? GICE_MIN(topup - now, SYNC_NAP_NS) : SYNC_NAP_NS));
 	}
 	atomic_fetch_sub_explicit(&s->sync_waiters, 1, memory_order_relaxed);
 	return rc;
@@ -507,6 +561,23 @@ static int stream_push_prep(smt_stream_t *s, struct smt_cmd *c, smt_prep_fn prep
 			pthread_mutex_unlock(&s->enq_lock);
 			return rc;
 		}
+	}
+	/* A launch onto an idle stream (every command done, its kernel ended, no error to skip
+	 * it for) is started here: the blocks go to the SMs through memory, as a GPU's front end
+	 * takes a kernel from the pushbuffer, with no hop through the stream thread, which only
+	 * steps past it (the record's tail covers its position; its slot is not written). The
+	 * record is RUNNING before head shows the command, so a command enqueued after it waits
+	 * for its end (kernel_wait); no SM takes a block before head shows it, so its completion
+	 * (tail) cannot pass head. */
+	if (c->op == SMT_CMD_LAUNCH && !c->coop && tail == head &&
+	    atomic_load_explicit(&s->k->state, memory_order_acquire) == SMT_K_DONE &&
+	    !atomic_load_explicit(&s->err, memory_order_relaxed) && !tm_region_status(s->d->tm)) {
+		uint32_t gen = kernel_fill(s, c, head);
+		/* release: the record before the stream thread can see the position */
+		atomic_store_explicit(&s->head, head + 1, memory_order_release);
+		kernel_start(s, c, gen);
+		pthread_mutex_unlock(&s->enq_lock);
+		return GICE_OK; /* the stream thread need not wake for it */
 	}
 	s->ring[head % s->depth] = *c;
 	/* release: the slot before the stream thread can see it */
