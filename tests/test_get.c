@@ -78,6 +78,7 @@ static void teardown(void)
 	ck_assert_int_eq(gice_finalize(), GICE_OK);
 	unsetenv("GICE_PLANE");
 	unsetenv("GICE_CT_RNDV_BYTES");
+	unsetenv("GICE_TIMEOUT_MS");
 }
 
 /* The fixtures: which path a get of a size takes. GICE_CT_RNDV_BYTES=auto unless said. */
@@ -85,6 +86,7 @@ static void setup_plane(void) { setup(); }
 static void setup_net(void)
 {
 	setenv("GICE_PLANE", "net", 1);
+	setenv("GICE_TIMEOUT_MS", "10000", 1);
 	setup();
 }
 static void setup_packets(void)
@@ -163,6 +165,24 @@ static void get_1mib(int rndv)
 START_TEST(get_of_1mib_by_rendezvous_is_bit_exact)
 {
 	get_1mib(1);
+}
+END_TEST
+
+/* Over the provider the target's CT 0 polls while the requester reads its memory (its provider
+ * may need that progress), and stops at the requester's GET_DONE: after the gets this process
+ * is idle again, not spinning a core until GICE_TIMEOUT_MS (10 s here) has passed. */
+START_TEST(the_target_stops_polling_once_the_reads_have_ended)
+{
+	struct timespec a, b;
+
+	for (int i = 0; i < 4; i++)
+		get_1mib(1);
+	usleep(50000);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+	usleep(300000);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+	double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+	ck_assert_msg(ms < 100, "the process took %.1f ms of CPU in 300 ms after its gets: a CT still polls", ms);
 }
 END_TEST
 
@@ -431,6 +451,7 @@ static Suite *suite(int reads)
 		ADD(tc, get_of_1mib_by_rendezvous_is_bit_exact);
 		ADD(tc, get_with_bad_key_or_range_fails_with_exact_status_and_names_the_values);
 		ADD(tc, auto_size_over_the_provider_is_the_one_measured_for_it_and_the_op);
+		ADD(tc, the_target_stops_polling_once_the_reads_have_ended);
 	}
 	tc = tcase(s, "packets", setup_packets); /* GICE_CT_RNDV_BYTES=0: never rendezvous */
 	ADD(tc, get_of_1mib_as_packets_is_bit_exact);

@@ -191,6 +191,29 @@ START_TEST(fault_request_carries_an_action_and_nothing_else)
 }
 END_TEST
 
+/* A GET_DONE (op 15) is a header alone naming the get's msg id in aux: no payload, no
+ * piggybacked ack (it is unsequenced). */
+START_TEST(get_done_is_a_bare_unsequenced_header)
+{
+	uint8_t pkt[CT_HDR_BYTES];
+	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .op = CT_PKT_GET_DONE, .src_gid = 1,
+		      .dst_gid = 2, .aux = 77},
+		 o;
+
+	ct_proto_build(&h, pkt);
+	ck_assert_int_eq(ct_proto_parse(pkt, CT_HDR_BYTES, &o, NULL), GICE_OK);
+	ck_assert_uint_eq(o.op, CT_PKT_GET_DONE);
+	ck_assert_uint_eq(o.aux, 77);
+	ck_assert_str_eq(ct_pkt_name(CT_PKT_GET_DONE), "GET_DONE");
+	h.payload_len = 16;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 16), "control packet with payload");
+	h.payload_len = 0;
+	h.flags = CT_HF_ACK;
+	h.ack = 3;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "piggybacked ack on an unsequenced packet");
+}
+END_TEST
+
 /* A sequenced packet carries a cumulative ack in `ack` (offset 84) under CT_HF_ACK (bit 7). */
 START_TEST(piggybacked_ack_round_trips)
 {
@@ -359,6 +382,7 @@ int main(void)
 	tcase_add_test(tc, malformed_headers_are_rejected_with_a_reason);
 	tcase_add_test(tc, piggybacked_ack_round_trips);
 	tcase_add_test(tc, fault_request_carries_an_action_and_nothing_else);
+	tcase_add_test(tc, get_done_is_a_bare_unsequenced_header);
 	tcase_add_test(tc, packet_names_cover_every_op);
 	tcase_add_test(tc, siphash_matches_the_reference_vectors);
 	tcase_add_test(tc, siphash13_matches_the_reference_vectors);

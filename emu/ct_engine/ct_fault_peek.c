@@ -30,7 +30,8 @@ int ct_fault_classify(const void *buf, size_t len, fab_fault_pkt_t *out)
 		return -1;
 	*out = (fab_fault_pkt_t){.src = rd32(b, 8), .dst = rd32(b, 12), .msg_id = rd32(b, 20), .psn = rd32(b, 24),
 				 .len = CT_HDR_BYTES + (size_t)plen, .hdr_len = CT_HDR_BYTES};
-	out->seq = op != CT_PKT_ACK && op != CT_PKT_HEARTBEAT && op != CT_PKT_BYE && op != CT_PKT_FAULT;
+	out->seq = op != CT_PKT_ACK && op != CT_PKT_HEARTBEAT && op != CT_PKT_BYE && op != CT_PKT_FAULT &&
+		   op != CT_PKT_GET_DONE;
 	out->op_start = (flags & CT_HF_FIRST) && (op == CT_PKT_PUT || op == CT_PKT_GET_REQ || op == CT_PKT_ATOMIC_REQ ||
 						  op == CT_PKT_PUT_RTS || op == CT_PKT_GET_RNDV);
 	out->put = op == CT_PKT_PUT || op == CT_PKT_PUT_RTS;

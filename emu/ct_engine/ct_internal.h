@@ -98,6 +98,7 @@ typedef struct { /* link-private (under the link lock) */
 	int32_t pid;          /* its process, if that pid is meaningful here (ct_peer_info_t) */
 	tm_region_t *tm;       /* its trigger memory, if mapped here (ct_peer_info_t) */
 	uint8_t kick;          /* in e->kick for this pass */
+	uint32_t serving;      /* GET_GOs sent it over the provider, their GET_DONE not yet here */
 	uint32_t kick_pkts;    /* packets sent to it since its last kick (tm_doorbell_kick counts them) */
 	uint32_t sig_recent[CT_SIG_RECENT]; /* counters its signals set here lately (fail them if
 					       it dies: their waiters would wait for nothing) */
@@ -246,6 +247,10 @@ struct ct_engine {
 	/* packets taken in from same-host peers (their kicks count what they sent: ct_step.c), and
 	 * peers elsewhere, whose packets no one counts; read without the lock */
 	_Atomic uint32_t rx_local, n_remote;
+	/* rendezvous gets peers read from this device over the provider, not yet ended
+	 * (GET_DONE), and until when that keeps CT 0 polling (ct_link_serving) */
+	_Atomic uint32_t serving;
+	_Atomic uint64_t serve_until;
 	/* packets to one peer waiting to leave together in one fabric message (ct_link_tx.c) */
 	uint8_t *bundle;
 	uint32_t bundle_len, bundle_gid;
@@ -463,8 +468,15 @@ void ct_read_done(struct ct_engine *e, struct ct_read *r, int status);
 int ct_grant_find(const struct ct_engine *e, uint64_t off, uint64_t len, fab_mr_info_t *grant);
 /* Close every grant (the engine is going away, before its endpoint). */
 void ct_grants_revoke_all(struct ct_engine *e);
-/* Drop the reads from peer gid that wait for a slot (it failed). */
+/* Drop the reads from peer gid that wait for a slot, and forget the reads it made of ours (it
+ * failed). */
 void ct_reads_cancel(struct ct_engine *e, uint32_t gid);
+/* At the target of a rendezvous get over the provider: a GET_GO leaves for p (its read needs our
+ * provider's progress), the GET_DONE that ends it arrived, and whether a read may still be
+ * under way (CT 0 keeps polling then: ct_tile.c). */
+void ct_serve_start(struct ct_engine *e, ct_peer_t *p);
+void ct_rx_get_done(struct ct_engine *e, ct_peer_t *p);
+int ct_link_serving(struct ct_engine *e, uint64_t now);
 /* ct_link_watch.c: failed peers, the link's watchdog */
 /* Fail every operation to gid with status and stop talking to it; logs why (when not NULL).
  * Returns the number of operations failed. */

@@ -15,11 +15,12 @@
 
 int ct_link_busy(ct_engine_t *e)
 {
-	/* a delayed ack, or a bundle the fabric refused for now, is link work too: CT 0 keeps
-	 * polling until it has gone out */
+	/* a delayed ack, a bundle the fabric refused for now, or a peer's read of our memory
+	 * (ct_serve_start) is link work too: CT 0 keeps polling until it has gone out */
 	return atomic_load_explicit(&e->msgs_live, memory_order_relaxed) != 0 ||
 	       atomic_load_explicit(&e->acks_delayed, memory_order_relaxed) != 0 ||
-	       atomic_load_explicit(&e->bundle_held, memory_order_relaxed) != 0;
+	       atomic_load_explicit(&e->bundle_held, memory_order_relaxed) != 0 ||
+	       atomic_load_explicit(&e->serving, memory_order_relaxed) != 0;
 }
 
 /* ---------------------------------------------------------------- completion */

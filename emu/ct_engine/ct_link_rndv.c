@@ -123,10 +123,18 @@ int ct_post_reads(ct_engine_t *e)
 	return n;
 }
 
+static void serve_end(ct_engine_t *e, ct_peer_t *p, uint32_t n)
+{
+	n = GICE_MIN(n, p->serving);
+	p->serving -= n;
+	atomic_fetch_sub_explicit(&e->serving, n, memory_order_relaxed);
+}
+
 void ct_reads_cancel(ct_engine_t *e, uint32_t gid)
 {
 	uint32_t keep = 0, n = e->reads_waiting;
 
+	serve_end(e, &e->peers[gid], e->peers[gid].serving);
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t ri = e->reads_wait[(e->reads_wait_head + i) % CT_READS];
 		if (e->reads[ri].gid == gid)
@@ -199,6 +207,29 @@ void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h,
 	read_queue(e, r);
 }
 
+/* ---------------------------------------------------------------- gets, at the target */
+
+/* The requester reads the bytes of a rendezvous get itself, but over the provider its read
+ * needs the target's progress too (tcp's is manual: the bytes go out only while the target
+ * polls), which an idle device would not make: its CTs sleep, at once on a machine with more
+ * CT threads than CPUs. So from its GET_GO until the requester's GET_DONE CT 0 keeps polling,
+ * for GICE_TIMEOUT_MS after the last GET_GO at most (a GET_DONE lost on an unreliable
+ * provider, or never sent by a requester that failed the get). */
+void ct_serve_start(ct_engine_t *e, ct_peer_t *p)
+{
+	p->serving++;
+	atomic_fetch_add_explicit(&e->serving, 1, memory_order_relaxed);
+	atomic_store_explicit(&e->serve_until, gice_now_ns() + e->timeout_ns, memory_order_relaxed);
+}
+
+void ct_rx_get_done(ct_engine_t *e, ct_peer_t *p) { serve_end(e, p, 1); }
+
+int ct_link_serving(ct_engine_t *e, uint64_t now)
+{
+	return atomic_load_explicit(&e->serving, memory_order_relaxed) &&
+	       now < atomic_load_explicit(&e->serve_until, memory_order_relaxed);
+}
+
 /* ---------------------------------------------------------------- gets, at the requester */
 
 /* Fail get idx, whose GET_GO this device cannot act on, saying why with the values. */
@@ -206,6 +237,8 @@ static void go_fail(ct_engine_t *e, uint32_t idx, const ct_hdr_t *h, int status,
 {
 	ct_msg_t *m = &e->msgs[idx];
 
+	if (!e->peers[m->peer].map) /* the target polls for our read until we say it ended */
+		(void)ct_send_ctrl(e, m->peer, CT_PKT_GET_DONE, 0, 0, m->msg_id);
 	gice_error("ct", "device %u: get of %llu bytes from device %u (msg %u), data at offset %llu there: %s; "
 		   "the get fails with %s", e->attr.gid, (unsigned long long)m->req.len, m->peer, m->msg_id,
 		   (unsigned long long)h->value, why, gice_status_name(status));
@@ -248,6 +281,8 @@ void ct_read_done(ct_engine_t *e, struct ct_read *r, int status)
 		rts_done(e, r->gid, r->msg_id, status);
 	} else {
 		uint32_t idx;
+		/* the target may stop polling for it (ct_serve_start) */
+		(void)ct_send_ctrl(e, r->gid, CT_PKT_GET_DONE, 0, 0, r->msg_id);
 		ct_msg_t *m = ct_req_by_id(e, &e->peers[r->gid], r->msg_id, MK_GET, &idx);
 		/* the get may have failed meanwhile (its peer died): then the read serves nothing */
 		if (m && m->rndv && (m->need & NEED_RESP))

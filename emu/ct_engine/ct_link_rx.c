@@ -375,7 +375,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	if (rx_authentic(e, buf, &h, from))
 		return;
 	if (h.src_gid < e->max_peers && e->peers[h.src_gid].dead && h.dst_gid == e->attr.gid &&
-	    (h.op == CT_PKT_BYE || h.op == CT_PKT_HEARTBEAT || h.op == CT_PKT_ACK))
+	    (h.op == CT_PKT_BYE || h.op == CT_PKT_HEARTBEAT || h.op == CT_PKT_ACK || h.op == CT_PKT_GET_DONE))
 		return; /* late control packets of a peer we gave up on */
 	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present ||
 	    e->peers[h.src_gid].dead) {
@@ -403,6 +403,9 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 		return;
 	case CT_PKT_FAULT:
 		ct_rx_fault(e, &h);
+		return;
+	case CT_PKT_GET_DONE:
+		ct_rx_get_done(e, p);
 		return;
 	}
 

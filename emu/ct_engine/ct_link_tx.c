@@ -289,6 +289,8 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		if (!p->map && !m->status && ct_grant_find(e, m->req.value, m->req.len, &grant))
 			m->status = GICE_ERR_UNREGISTERED; /* deregistered since it was validated */
 		h.status = m->status;
+		if (!p->map && !m->status)
+			ct_serve_start(e, p); /* its read needs our progress until its GET_DONE */
 		ct_proto_grant_build(grant.key, grant.addr, gbuf);
 		payload = gbuf;
 		plen = CT_GRANT_BYTES;

@@ -205,7 +205,7 @@ int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
 	if ((h->flags & CT_HF_STRONG) && !(h->flags & CT_HF_SIGNAL))
 		return bad(why, "strong flag without signal");
 	if ((h->flags & CT_HF_ACK) && (h->op == CT_PKT_ACK || h->op == CT_PKT_HEARTBEAT || h->op == CT_PKT_BYE ||
-				       h->op == CT_PKT_FAULT))
+				       h->op == CT_PKT_FAULT || h->op == CT_PKT_GET_DONE))
 		return bad(why, "piggybacked ack on an unsequenced packet");
 	if (h->op == CT_PKT_FAULT && h->value != CT_FAULT_KILL && h->value != CT_FAULT_HANG)
 		return bad(why, "unknown fault action");

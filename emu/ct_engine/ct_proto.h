@@ -33,7 +33,8 @@
 	X(CT_PKT_BYE, 11, "BYE")                /* unsequenced: the sender's device is closing */ \
 	X(CT_PKT_GET_RNDV, 12, "GET_RNDV")      /* get the requester reads itself once GET_GO says so */ \
 	X(CT_PKT_GET_GO, 13, "GET_GO")          /* GET_RNDV validated: read msg_len bytes (grant; plane: value) */ \
-	X(CT_PKT_FAULT, 14, "FAULT")            /* unsequenced: the receiver's rank kills or hangs itself */
+	X(CT_PKT_FAULT, 14, "FAULT")            /* unsequenced: the receiver's rank kills or hangs itself */ \
+	X(CT_PKT_GET_DONE, 15, "GET_DONE")      /* unsequenced: the read of GET_GO aux (msg id) ended */
 
 enum ct_pkt_op {
 #define CT_PKT_ENUM_(n, v, s) n = v,

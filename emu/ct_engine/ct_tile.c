@@ -360,8 +360,10 @@ void *ct_thread(void *arg)
 			continue;
 		}
 		now = gice_now_ns();
-		/* A kernel that waits steps the CTs itself: leave it the cores. */
-		if (now - t->last_work_ns < e->spin_ns && !atomic_load_explicit(&e->steppers, memory_order_relaxed)) {
+		/* A kernel that waits steps the CTs itself: leave it the cores. CT 0 polls on while
+		 * a peer reads our memory (ct_serve_start), even when CTs do not spin. */
+		if ((now - t->last_work_ns < e->spin_ns || (t->idx == 0 && ct_link_serving(e, now))) &&
+		    !atomic_load_explicit(&e->steppers, memory_order_relaxed)) {
 			/* Back off while idle: polling the fabric takes the provider's locks, which the
 			 * peer's sender needs too (shm); and two cores may run four ranks, so let other
 			 * threads in now and then. */
