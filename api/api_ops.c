@@ -257,10 +257,12 @@ int api_push_req(gice_device_t *d, ct_req_t *r, int by_kernel, const char *who)
 
 	if ((rc = tm_region_status(d->tm))) /* aborted: nothing new starts */
 		return api_op_fail_now(d, r->counter, rc);
+	uint64_t now = gice_now_ns();
 	if (!r->t_issue) /* host mode: the kernel's call stamped it */
-		r->t_issue = gice_now_ns();
+		r->t_issue = now;
 	int steps = by_kernel && kernel_steps(d);
 	while ((rc = tm_queue_put(d->tm, ct, r, sizeof(*r), &ticket)) == GICE_ERR_AGAIN) {
+		now = 0; /* the time has moved on */
 		/* queue full: the CT is behind; wait for room, not forever */
 		if (!deadline)
 			deadline = gice_now_ns() + api_g.timeout_ns;
@@ -277,9 +279,18 @@ int api_push_req(gice_device_t *d, ct_req_t *r, int by_kernel, const char *who)
 			gice_cpu_relax();
 	}
 	if (rc == GICE_OK) {
-		if (steps)
-			ct_engine_submitted(d->ct, ct); /* onto the link now, on this thread */
-		else
+		if (steps) {
+			/* onto the link now, on this thread. It takes the request up within a few
+			 * hundred ns of the stamp above: its pickup and transmission reuse the stamp
+			 * (one clock read per put instead of three, common.h). Nothing in the step
+			 * waits, so no deadline sees a held clock. */
+			int hold = now && !gice_clock_held;
+			if (hold)
+				gice_clock_held = now;
+			ct_engine_submitted(d->ct, ct);
+			if (hold)
+				gice_clock_release();
+		} else
 			tm_doorbell_ring(d->tm, ct);
 	}
 	return api_op_fail_now(d, r->counter, rc);

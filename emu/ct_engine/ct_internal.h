@@ -241,12 +241,18 @@ struct ct_engine {
 				       stand aside meanwhile */
 	_Atomic int link_pending; /* a thread wanted a pass while the link was held (it handed over
 				     messages, or meant to look): the holder comes round again */
+	_Atomic uint32_t mpg_new; /* a tile published messages to its MPG rings since the link last
+				     emptied them: a pass with nothing new reads one word, not every ring */
 	uint32_t kick[16];        /* peers sent to in this pass whose CT 0 may sleep (same host) */
 	uint32_t n_kick;
 	uint8_t kick_overflow;    /* more than kick[] holds: kick_peers scans every peer */
 	/* packets taken in from same-host peers (their kicks count what they sent: ct_step.c), and
 	 * peers elsewhere, whose packets no one counts; read without the lock */
 	_Atomic uint32_t rx_local, n_remote;
+	_Atomic uint32_t pokes_seen; /* their pokes (tm_doorbell_pokes) as of our last poll */
+	uint32_t poll_turn;          /* passes since the last one that polled (link holder) */
+	uint32_t poll_every;         /* GICE_CT_POLL_EVERY: a pass polls at least this often (0: never
+					unless announced) */
 	/* rendezvous gets peers read from this device over the provider, not yet ended
 	 * (GET_DONE), and until when that keeps CT 0 polling (ct_link_serving) */
 	_Atomic uint32_t serving;
@@ -418,6 +424,10 @@ int ct_link_send(struct ct_engine *e);
  * also on the fabric's wait fd when the provider has one and nothing is in flight. */
 void ct_link_sleep(struct ct_engine *e, uint32_t seq, uint64_t timeout_ns);
 int ct_link_busy(struct ct_engine *e);
+/* Whether a poll of the fabric can find nothing same-host peers announced: every packet they
+ * counted in their kicks taken in, every poke seen, and no peer elsewhere (no one counts
+ * theirs). Read without the link lock. */
+int ct_link_nothing_announced(struct ct_engine *e);
 void ct_complete_msg(struct ct_engine *e, uint32_t idx);
 /* ct_link_tx.c: the MPG and everything sent */
 int ct_send_pending(struct ct_engine *e);

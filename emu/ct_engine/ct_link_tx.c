@@ -406,13 +406,16 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 }
 
 /* Move new messages from the CTs' rings (and responses) onto the class lists. A fence holds its
- * ring until every message to its peer is complete. */
+ * ring until every message to its peer is complete. The rings are read only when a tile has
+ * published since the last look (mpg_new: taking the flag, acquire, makes every tail stored
+ * before it visible); a fence left waiting keeps the flag up for the next pass. */
 static int pull_rings(ct_engine_t *e)
 {
-	int n = 0;
+	int n = 0, rings = atomic_load_explicit(&e->mpg_new, memory_order_relaxed) &&
+			   atomic_exchange_explicit(&e->mpg_new, 0, memory_order_acquire);
 
 	for (uint32_t q = 0; q < CT_QOS_CLASSES; q++) {
-		for (uint32_t c = 0; c < e->attr.n_cts; c++) {
+		for (uint32_t c = 0; rings && c < e->attr.n_cts; c++) {
 			ct_ring_t *r = &e->tiles[c].mpg[q];
 			uint32_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
 			/* acquire: the message entries the CT filled before publishing tail */
@@ -421,8 +424,10 @@ static int pull_rings(ct_engine_t *e)
 				uint32_t idx = r->slot[head & (CT_MSGS_PER_CT - 1)];
 				ct_msg_t *m = &e->msgs[idx];
 				if (m->kind == MK_FENCE) {
-					if (e->peers[m->peer].inflight)
+					if (e->peers[m->peer].inflight) {
+						atomic_store_explicit(&e->mpg_new, 1, memory_order_relaxed);
 						break;
+					}
 					ct_complete_msg(e, idx);
 				} else {
 					e->peers[m->peer].inflight++;

@@ -238,6 +238,7 @@ int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig,
 	uint32_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
 	ring->slot[tail & (CT_MSGS_PER_CT - 1)] = idx;
 	atomic_store_explicit(&ring->tail, tail + 1, memory_order_release);
+	atomic_store_explicit(&e->mpg_new, 1, memory_order_release); /* after the tail: pull_rings */
 	/* this step drives the link next (ct_tile_step); if another thread holds it, that holder
 	 * comes round again (seq_cst: pairs with its release-then-look, ct_link_progress) */
 	atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
