@@ -446,6 +446,14 @@ static int ofi_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len
 	return ofi_status((int)rc);
 }
 
+static int ofi_quiet(fab_ep_t *ep)
+{
+	ofi_ep_t *e = ofi_ep(ep);
+
+	return e->ntx_free == e->tx_depth && e->nread_free == FAB_READS_MAX && !e->nread_done && !e->nrx_pending &&
+	       !e->errs_len;
+}
+
 const fab_ops_t fab_ofi_ops = {
 	.name = "ofi",
 	.open = ofi_open,
@@ -455,6 +463,7 @@ const fab_ops_t fab_ofi_ops = {
 	.send = ofi_send,
 	.poll = ofi_poll,
 	.release = ofi_release,
+	.quiet = ofi_quiet,
 	.wait_fd = ofi_wait_fd,
 	.trywait = ofi_trywait,
 	.mr_reg = ofi_mr_reg,

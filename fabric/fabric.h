@@ -78,6 +78,9 @@ typedef struct {
 	int (*poll)(fab_ep_t *ep, fab_event_t *ev, int max);
 	/* give a received buffer back (reposted for receive) */
 	void (*release)(fab_ep_t *ep, void *buf);
+	/* 1 when nothing of the endpoint's own waits for a poll: no send or read in flight, no
+	 * buffer to repost, no event queued (a poll can then only find arrivals); optional */
+	int (*quiet)(fab_ep_t *ep);
 	/* fd that becomes readable when poll may have work, or -1 when the backend has none;
 	 * before sleeping on it call trywait: 0 means safe to sleep, GICE_ERR_AGAIN means poll first
 	 * (GICE_ERR_UNSUPPORTED without a wait fd). ofi with libfabric 1.17: tcp and raw udp
@@ -147,6 +150,12 @@ static inline int fab_send(fab_ep_t *ep, fab_addr_t dest, const void *hdr, size_
 }
 static inline int fab_poll(fab_ep_t *ep, fab_event_t *ev, int max) { return ep->ops->poll(ep, ev, max); }
 static inline void fab_release(fab_ep_t *ep, void *buf) { ep->ops->release(ep, buf); }
+/* See fab_ops_t.quiet; 0 for a backend or decorator without it (always poll) and while a
+ * decorator holds packets. */
+static inline int fab_quiet(fab_ep_t *ep)
+{
+	return ep->ops->quiet && !atomic_load_explicit(&ep->held, memory_order_relaxed) && ep->ops->quiet(ep);
+}
 static inline int fab_wait_fd(fab_ep_t *ep) { return ep->ops->wait_fd(ep); }
 static inline int fab_trywait(fab_ep_t *ep) { return ep->ops->trywait(ep); }
 static inline void fab_forget(fab_ep_t *ep, fab_addr_t dest)

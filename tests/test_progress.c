@@ -2,7 +2,8 @@
  * - waiters step: with every CT thread stalled for good (stall_ct), a ping-pong between two
  *   devices still completes because the waiting kernels run their devices' CT steps; with
  *   GICE_WAIT_PROGRESS=0 the same ping-pong does not move (the put never leaves), which proves
- *   the path under test;
+ *   the path under test; with GICE_CT_POLL_EVERY=0 the waiters poll the fabric only when the
+ *   peer's kicks announced packets, and the ping-pong still completes (the counts are exact);
  * - backstop: an armed descriptor fires and its put is delivered while the kernel that wrote the
  *   trigger computes and never waits (the CT threads do it), and a host-posted put completes with
  *   no kernel at all (host threads never step a device);
@@ -118,11 +119,9 @@ static void stalled_pingpong(const char *wait_progress, struct pp *a)
 		gice_stream_sync(strm[i], test_scaled(30000)); /* the kernel's failure is in a->rc */
 }
 
-START_TEST(waiters_step_stalled_cts)
+/* Both sides of a ping-pong completed every round and hold the other's last value. */
+static void check_pingpong_done(struct pp *a)
 {
-	struct pp a[2] = {{.side = 0, .wait_us = test_scaled(10000000)}, {.side = 1, .wait_us = test_scaled(10000000)}};
-
-	stalled_pingpong("1", a);
 	for (int i = 0; i < 2; i++) {
 		ck_assert_int_eq(atomic_load(&a[i].rc), GICE_OK);
 		ck_assert_int_eq(atomic_load(&a[i].done), ITERS);
@@ -130,6 +129,29 @@ START_TEST(waiters_step_stalled_cts)
 		/* the last value the other side put */
 		ck_assert_uint_eq(*(uint64_t *)(buf[i] + 64), (uint64_t)(ITERS - 1) * 2 + (uint64_t)(1 - i));
 	}
+}
+
+/* The ping-pong of stalled CTs, the waiters polling the fabric only when packets were announced
+ * (GICE_CT_POLL_EVERY=0): it completes only if the kicks count every packet, as nothing else
+ * polls (a wait times out after 10 s when they do not). */
+START_TEST(waiters_poll_only_what_was_announced)
+{
+	struct pp a[2] = {{.side = 0, .wait_us = test_scaled(10000000)}, {.side = 1, .wait_us = test_scaled(10000000)}};
+
+	setenv("GICE_CT_POLL_EVERY", "0", 1);
+	setenv("GICE_PLANE", "net", 1); /* through the fabric, not the NVLink plane */
+	stalled_pingpong("1", a);
+	check_pingpong_done(a);
+	close_pair();
+}
+END_TEST
+
+START_TEST(waiters_step_stalled_cts)
+{
+	struct pp a[2] = {{.side = 0, .wait_us = test_scaled(10000000)}, {.side = 1, .wait_us = test_scaled(10000000)}};
+
+	stalled_pingpong("1", a);
+	check_pingpong_done(a);
 	gice_stats_t st;
 	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
 	ck_assert_uint_eq(st.ops_done, ITERS);
@@ -320,6 +342,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, waiters_step_stalled_cts);
+	tcase_add_test(tc, waiters_poll_only_what_was_announced);
 	tcase_add_test(tc, no_progress_without_waiters_stepping);
 	tcase_add_test(tc, armed_descriptor_fires_while_the_kernel_computes);
 	tcase_add_test(tc, host_posts_complete_without_kernels);

@@ -72,7 +72,7 @@ START_TEST(test_layout_sizes)
 	uint64_t total;
 	memcpy(&version, p + 8, 4);
 	memcpy(&total, p + 16, 8);
-	ck_assert_uint_eq(version, 4);
+	ck_assert_uint_eq(version, 5);
 	ck_assert_uint_eq(total, (uint64_t)st.st_size);
 	munmap(p, (size_t)st.st_size);
 	tm_region_destroy(r);
@@ -503,10 +503,21 @@ START_TEST(test_kick_counts_and_rings_when_no_one_is_awake)
 	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 5);
 	ck_assert_uint_ne(tm_doorbell_seq(r, 0), s); /* no one awake: rung */
 	s = tm_doorbell_seq(r, 0);
-	tm_doorbell_kick(r, 0, 0);
+	ck_assert_uint_eq(tm_doorbell_pokes(r, 0), 0);
+	tm_doorbell_kick(r, 0, 0); /* a poke: counted apart from the pieces, and rung */
 	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 5);
+	ck_assert_uint_eq(tm_doorbell_pokes(r, 0), 1);
 	ck_assert_uint_ne(tm_doorbell_seq(r, 0), s);
+	tm_doorbell_awake(r, 0, 1);
+	s = tm_doorbell_seq(r, 0);
+	tm_doorbell_kick(r, 0, 0); /* someone awake: counted for it to see, not rung */
+	ck_assert_uint_eq(tm_doorbell_pokes(r, 0), 2);
+	ck_assert_uint_eq(tm_doorbell_seq(r, 0), s);
+	tm_doorbell_kick(r, 0, 4);
+	ck_assert_uint_eq(tm_doorbell_pokes(r, 0), 2);
+	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 9);
 	ck_assert_uint_eq(tm_doorbell_sent(r, 1), 0); /* per CT */
+	ck_assert_uint_eq(tm_doorbell_pokes(r, 1), 0);
 	tm_region_destroy(r);
 }
 END_TEST

@@ -56,6 +56,11 @@ const gice_param_t ct_params[] = {
 	 "must be the endpoint it came from; packets failing either are dropped and counted (rx_auth_bad); "
 	 "0: neither (to measure the cost; every rank of the job must agree)",
 	 GICE_PARAM_U64, 0, 1},
+	{"GICE_CT_POLL_EVERY", "16",
+	 "a pass of the link polls the fabric only when same-host peers announced packets (their kicks count "
+	 "them), a peer is on another host or the endpoint has work of its own; and every this many passes "
+	 "whatever the counts say; 0: only then (tests use it to show the counts are exact)",
+	 GICE_PARAM_U64, 0, 1u << 20},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
@@ -146,6 +151,9 @@ static int read_params(ct_engine_t *e)
 	if ((rc = gice_param_u64(&ct_params[14], &v[0])))
 		return rc;
 	e->auth = (int)v[0];
+	if ((rc = gice_param_u64(&ct_params[15], &v[0])))
+		return rc;
+	e->poll_every = (uint32_t)v[0];
 	w = gice_param_str(&ct_params[9]);
 	if (sscanf(w, "%u,%u,%u,%u", &e->weights[0], &e->weights[1], &e->weights[2], &e->weights[3]) != 4) {
 		gice_error("ct", "GICE_QOS_WEIGHTS=\"%s\" is not four comma-separated numbers", w);

@@ -23,6 +23,27 @@ int ct_link_busy(ct_engine_t *e)
 	       atomic_load_explicit(&e->serving, memory_order_relaxed) != 0;
 }
 
+int ct_link_nothing_announced(ct_engine_t *e)
+{
+	return !atomic_load_explicit(&e->n_remote, memory_order_relaxed) &&
+	       tm_doorbell_sent(e->attr.tm, 0) == atomic_load_explicit(&e->rx_local, memory_order_acquire) &&
+	       tm_doorbell_pokes(e->attr.tm, 0) == atomic_load_explicit(&e->pokes_seen, memory_order_relaxed);
+}
+
+/* A pass may leave the provider alone when nothing was announced and the endpoint has nothing
+ * of its own in flight (fab_quiet): its poll would find nothing, and it costs locks that the
+ * peer's send needs (shm) or a syscall (tcp). A peer read of our memory (tcp needs our
+ * progress) and reads waiting for a slot poll regardless. The counts are exact for what they
+ * count; every GICE_CT_POLL_EVERY-th pass polls whatever they say, for anything they do not
+ * (the provider's own traffic: connection set-up on tcp). */
+static int poll_needed(ct_engine_t *e)
+{
+	if ((e->poll_every && ++e->poll_turn >= e->poll_every) || e->reads_waiting ||
+	    atomic_load_explicit(&e->serving, memory_order_relaxed))
+		return 1;
+	return !ct_link_nothing_announced(e) || !fab_quiet(e->attr.ep);
+}
+
 /* ---------------------------------------------------------------- completion */
 
 static void trace_add(ct_engine_t *e, const ct_msg_t *m, uint64_t now)
@@ -126,7 +147,13 @@ static int link_pass(ct_engine_t *e, int mode)
 		return work;
 	}
 	ct_bundle_flush(e); /* before the poll: the peer gets them sooner */
-	n = fab_poll(e->attr.ep, ev, GICE_ARRAY_SIZE(ev));
+	n = 0;
+	if (poll_needed(e)) {
+		/* before the poll: a poke after this load is seen by the next pass */
+		atomic_store_explicit(&e->pokes_seen, tm_doorbell_pokes(e->attr.tm, 0), memory_order_relaxed);
+		e->poll_turn = 0;
+		n = fab_poll(e->attr.ep, ev, GICE_ARRAY_SIZE(ev));
+	}
 	if (n > 0)
 		gice_clock_hold(); /* one clock read stamps all that arrived (common.h) */
 	atomic_store_explicit(&e->t_poll, gice_coarse_ns(), memory_order_relaxed); /* for the watchdog */

@@ -87,8 +87,7 @@ void ct_engine_stepping(ct_engine_t *e, int on)
 	 * spares a ping-pong's waiter a pass (a poll, a syscall on socket providers) between the
 	 * answer and its next request. The ACKs it owes wait for the next pass: the kernel's next
 	 * request may carry them (ct_link_look). */
-	if (atomic_load_explicit(&e->n_remote, memory_order_relaxed) ||
-	    tm_doorbell_sent(e->attr.tm, 0) != atomic_load_explicit(&e->rx_local, memory_order_acquire))
+	if (!ct_link_nothing_announced(e))
 		step(e, 1, 0);
 }
 

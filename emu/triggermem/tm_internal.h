@@ -45,7 +45,8 @@ struct tm_doorbell {
 	_Atomic uint32_t awake;    /* threads that will look for the CT's work unasked (tm_doorbell_kick) */
 	_Atomic uint32_t polling;  /* the sleeper waits in poll() (tm_doorbell_sleep_fd), not on seq */
 	_Atomic uint32_t sent;     /* pieces of work published by kicks (tm_doorbell_kick) */
-	uint8_t pad[44];
+	_Atomic uint32_t pokes;    /* kicks that published nothing: look anyway (tm_doorbell_kick) */
+	uint8_t pad[40];
 };
 _Static_assert(sizeof(struct tm_doorbell) == GICE_CACHELINE, "doorbell is one cache line");
 

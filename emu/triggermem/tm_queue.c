@@ -72,8 +72,7 @@ void tm_doorbell_kick(tm_region_t *r, uint32_t ct, uint32_t n)
 {
 	struct tm_doorbell *db = bell(r, ct);
 
-	if (n)
-		atomic_fetch_add_explicit(&db->sent, n, memory_order_seq_cst);
+	atomic_fetch_add_explicit(n ? &db->sent : &db->pokes, n ? n : 1, memory_order_seq_cst);
 	if (!atomic_load_explicit(&db->awake, memory_order_seq_cst))
 		tm_doorbell_ring(r, ct);
 }
@@ -82,6 +81,11 @@ uint32_t tm_doorbell_sent(const tm_region_t *r, uint32_t ct)
 {
 	/* seq_cst: after the leaver's subtraction from awake (tm_doorbell_awake) */
 	return atomic_load_explicit(&bell(r, ct)->sent, memory_order_seq_cst);
+}
+
+uint32_t tm_doorbell_pokes(const tm_region_t *r, uint32_t ct)
+{
+	return atomic_load_explicit(&bell(r, ct)->pokes, memory_order_seq_cst);
 }
 
 int tm_doorbell_sleep(tm_region_t *r, uint32_t ct, uint32_t seen_seq, uint64_t timeout_ns)

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #define TM_MAGIC 0x4749525445434947ull /* bytes "GICETRIG" in memory (little endian) */
-#define TM_VERSION 4u
+#define TM_VERSION 5u
 #define TM_MAX_COUNTERS (1u << 20)
 #define TM_MIN_QUEUE_DEPTH 2u
 #define TM_MAX_QUEUE_DEPTH (1u << 16)

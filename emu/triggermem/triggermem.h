@@ -156,12 +156,15 @@ int tm_doorbell_sleep_fd(tm_region_t *r, uint32_t ct, uint32_t seen_seq, int fd,
  * that look for the CT's work without being rung; one that goes to sleep subtracts itself, then
  * looks once more, then sleeps. kick: count n more pieces of work published (packets sent to the
  * device), then ring only when no one is awake (the work is published before the kick; seq_cst
- * pairs the kick's count and load with the leaver's subtraction and last look). sent: the
- * pieces counted so far (wrapping): a leaver that has taken in exactly that many needs no last
- * look, since any piece counted after its subtraction finds no one awake and rings. */
+ * pairs the kick's count and load with the leaver's subtraction and last look); a kick of 0
+ * pieces is a poke (the sender needs the CT to make progress: look even if nothing is counted)
+ * and is counted in pokes. sent, pokes: the counts so far (wrapping): a thread that has taken
+ * in exactly sent pieces and seen every poke need not look (a leaver needs no last look: a
+ * piece or poke counted after its subtraction finds no one awake and rings). */
 void tm_doorbell_awake(tm_region_t *r, uint32_t ct, int delta);
 void tm_doorbell_kick(tm_region_t *r, uint32_t ct, uint32_t n);
 uint32_t tm_doorbell_sent(const tm_region_t *r, uint32_t ct);
+uint32_t tm_doorbell_pokes(const tm_region_t *r, uint32_t ct);
 
 /* Request queue of CT ct: bounded multi-producer, single-consumer ring of TM_SLOT_BYTES slots.
  * push copies len (<= TM_REQ_MAX_BYTES) bytes, sets *ticket to the slot's ticket (queue order,
