@@ -1,5 +1,6 @@
 /* Description: SM threads and streams — every block of a grid runs exactly once, streams run
- * concurrently and each in order, stream waits start kernels when a counter arrives (no host
+ * concurrently and each in order (also when several host threads enqueue onto one at once, with
+ * no lock; a launch whose prep fails runs nothing), stream waits start kernels when a counter arrives (no host
  * polling), stream writes reach waiters, a timed-out wait becomes the stream's sticky error and
  * skips later work, destroy completes queued work, and idle SM/stream threads sleep.
  */
@@ -369,6 +370,113 @@ static void count_done(void *p)
 	atomic_fetch_add(&st->runs, 1000); /* on_done marks itself apart from block runs */
 }
 
+/* ---- concurrent enqueuers ---- */
+
+#define ENQ_THREADS 4
+#define ENQ_N 1000 /* per thread, two commands each: within the depth the test sets */
+
+struct enq_shared {
+	smt_stream_t *s;
+	pthread_barrier_t go; /* the threads enqueue at the same time */
+	uint32_t counter;
+	_Atomic int64_t last[ENQ_THREADS]; /* the last launch of each thread that ran */
+	_Atomic uint32_t runs, out_of_order, failed;
+};
+
+struct enq_cmd {
+	struct enq_shared *sh;
+	uint32_t t, i;
+};
+
+static struct enq_cmd enq_cmds[ENQ_THREADS][ENQ_N];
+
+static void enq_block(void *p, uint32_t block, uint32_t nblocks, uint32_t sm)
+{
+	struct enq_cmd *c = p;
+
+	/* one stream runs in order: each thread's launches in the order it enqueued them */
+	if (atomic_load(&c->sh->last[c->t]) != (int64_t)c->i - 1)
+		atomic_fetch_add(&c->sh->out_of_order, 1);
+	atomic_store(&c->sh->last[c->t], c->i);
+	atomic_fetch_add(&c->sh->runs, 1);
+}
+
+static void *enq_main(void *p)
+{
+	struct enq_cmd *mine = p;
+	struct enq_shared *sh = mine[0].sh;
+
+	pthread_barrier_wait(&sh->go);
+	for (uint32_t i = 0; i < ENQ_N; i++)
+		if (smt_launch(sh->s, enq_block, &mine[i], 1, NULL) || smt_write_value(sh->s, sh->counter, 1, 1))
+			atomic_fetch_add(&sh->failed, 1);
+	return NULL;
+}
+
+/* Host threads enqueue onto one stream at once (no lock: claims published in order): nothing
+ * is lost or run twice, and each thread's commands run in its order. */
+START_TEST(test_concurrent_enqueuers_keep_each_ones_order)
+{
+	struct fx f;
+	struct enq_shared sh = {0};
+	pthread_t th[ENQ_THREADS];
+
+	setenv("GICE_SMT_STREAM_DEPTH", "16384", 1); /* every command of a round fits */
+	fx_open(&f, N_SMS);
+	sh.counter = counter(&f);
+	ck_assert_int_eq(smt_stream_create(f.d, &sh.s), GICE_OK);
+	ck_assert_int_eq(pthread_barrier_init(&sh.go, NULL, ENQ_THREADS), 0);
+	for (int round = 0; round < 5; round++) {
+		for (uint32_t t = 0; t < ENQ_THREADS; t++) {
+			atomic_store(&sh.last[t], -1);
+			for (uint32_t i = 0; i < ENQ_N; i++)
+				enq_cmds[t][i] = (struct enq_cmd){&sh, t, i};
+		}
+		atomic_store(&sh.runs, 0);
+		for (uint32_t t = 0; t < ENQ_THREADS; t++)
+			ck_assert_int_eq(pthread_create(&th[t], NULL, enq_main, enq_cmds[t]), 0);
+		for (uint32_t t = 0; t < ENQ_THREADS; t++)
+			pthread_join(th[t], NULL);
+		ck_assert_int_eq(smt_stream_sync(sh.s, 10 * SEC), GICE_OK);
+		ck_assert_uint_eq(atomic_load(&sh.failed), 0);
+		ck_assert_uint_eq(atomic_load(&sh.out_of_order), 0);
+		ck_assert_uint_eq(atomic_load(&sh.runs), ENQ_THREADS * ENQ_N);
+		ck_assert_uint_eq(tm_counter_read(f.tm, sh.counter), (uint64_t)(round + 1) * ENQ_THREADS * ENQ_N);
+		for (uint32_t t = 0; t < ENQ_THREADS; t++)
+			ck_assert_int_eq(atomic_load(&sh.last[t]), ENQ_N - 1);
+	}
+	ck_assert_int_eq(smt_stream_destroy(sh.s, 10 * SEC), GICE_OK);
+	pthread_barrier_destroy(&sh.go);
+	fx_close(&f);
+}
+END_TEST
+
+static int prep_refuse(void *ctx, uint32_t index, void **arg) { return GICE_ERR_NO_MEMORY; }
+
+static int prep_stamp(void *ctx, uint32_t index, void **arg)
+{
+	*arg = ctx;
+	return GICE_OK;
+}
+
+/* A launch whose prep fails returns its status and runs nothing; the stream goes on. */
+START_TEST(test_failed_prep_runs_nothing)
+{
+	struct fx f;
+	smt_stream_t *s;
+	struct stamp st = {0};
+
+	fx_open(&f, N_SMS);
+	ck_assert_int_eq(smt_stream_create(f.d, &s), GICE_OK);
+	ck_assert_int_eq(smt_launch_prep(s, stamp_block, 1, 0, NULL, prep_refuse, &st), GICE_ERR_NO_MEMORY);
+	ck_assert_int_eq(smt_launch_prep(s, stamp_block, 2, 0, NULL, prep_stamp, &st), GICE_OK);
+	ck_assert_int_eq(smt_stream_sync(s, 10 * SEC), GICE_OK);
+	ck_assert_uint_eq(atomic_load(&st.runs), 2);
+	ck_assert_int_eq(smt_stream_destroy(s, 10 * SEC), GICE_OK);
+	fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_wait_timeout_sticky_error)
 {
 	struct fx f;
@@ -628,6 +736,8 @@ int main(void)
 	add(s, "kernel_waits_for_counter", test_kernel_waits_for_counter);
 	add(s, "write_value_reaches_waiter", test_write_value_reaches_waiter);
 	add(s, "command_behind_a_direct_launch_waits_for_it", test_command_behind_a_direct_launch_waits_for_it);
+	add(s, "concurrent_enqueuers_keep_each_ones_order", test_concurrent_enqueuers_keep_each_ones_order);
+	add(s, "failed_prep_runs_nothing", test_failed_prep_runs_nothing);
 	add(s, "wait_timeout_sticky_error", test_wait_timeout_sticky_error);
 	add(s, "sync_idle_and_sync_timeout", test_sync_idle_and_sync_timeout);
 	add(s, "destroy_completes_queued_work", test_destroy_completes_queued_work);

@@ -63,11 +63,12 @@ int smt_launch(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, vo
 #define SMT_LAUNCH_COOP 1u
 int smt_launch_flags(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, uint32_t flags,
 		     void (*on_done)(void *arg));
-/* smt_launch_flags whose arg the caller fills for the command's queue position: under the
- * stream's enqueue lock, once the queue has room, prep(ctx, index, &arg) is called with index in
- * [0, smt_stream_depth(s)); the position is free again once on_done(arg) of the launch it
- * held has returned, so a caller may keep one record per index, reused without allocation.
- * A status prep returns (< 0) is returned, with nothing enqueued. */
+/* smt_launch_flags whose arg the caller fills for the command's queue position: once the
+ * enqueuer has claimed a position (the queue has room), prep(ctx, index, &arg) is called with
+ * index in [0, smt_stream_depth(s)); the position is free again once on_done(arg) of the
+ * launch it held has returned, so a caller may keep one record per index, reused without
+ * allocation. A status prep returns (< 0) is returned, and no kernel runs: the position holds a
+ * command that does nothing. Enqueuers of one stream may run concurrently (no lock). */
 typedef int (*smt_prep_fn)(void *ctx, uint32_t index, void **arg);
 int smt_launch_prep(smt_stream_t *s, smt_block_fn fn, uint32_t nblocks, uint32_t flags,
 		    void (*on_done)(void *arg), smt_prep_fn prep, void *ctx);

@@ -74,8 +74,8 @@ struct smt_stream {
 	struct smt_cmd *ring;
 	pthread_t thread;
 
-	pthread_mutex_t enq_lock;  /* enqueuers (host threads) */
-	_Atomic uint64_t head;     /* commands enqueued (written under enq_lock) */
+	_Atomic uint64_t claimed;  /* positions enqueuers (host threads) have taken (CAS) */
+	_Atomic uint64_t head;     /* commands enqueued: published in the order of their claims */
 	_Atomic uint64_t tail;     /* commands finished (stream thread) */
 	_Atomic uint32_t cmd_seq;  /* futex: bumped on enqueue and stop */
 	_Atomic uint32_t sleeping; /* stream thread is (about to be) asleep on cmd_seq */

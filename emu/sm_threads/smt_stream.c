@@ -22,7 +22,8 @@
 #define SMT_CMD_LIST(X) \
 	X(SMT_CMD_LAUNCH, "launch") \
 	X(SMT_CMD_WAIT_VALUE, "wait_value") \
-	X(SMT_CMD_WRITE_VALUE, "write_value")
+	X(SMT_CMD_WRITE_VALUE, "write_value") \
+	X(SMT_CMD_NOP, "nop") /* a position whose launch failed to prepare */
 
 enum smt_cmd_op {
 #define SMT_CMD_ENUM_(name, str) name,
@@ -38,8 +39,8 @@ static const char *const smt_cmd_names[] = {
 
 static const char *const smt_cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
 
-/* A ring slot: written by an enqueuer under the stream lock before head is released; read by
- * the stream thread after acquiring head; free again once tail passes it. */
+/* A ring slot: written by the enqueuer that claimed its position before head is released; read
+ * by the stream thread after acquiring head; free again once tail passes it. */
 struct smt_cmd {
 	uint32_t op;         /* enum smt_cmd_op */
 	uint32_t counter;    /* WAIT/WRITE: counter id */
@@ -191,6 +192,8 @@ static int stream_exec(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 {
 	int rc = tm_region_status(s->d->tm);
 
+	if (c->op == SMT_CMD_NOP)
+		return 1;
 	if (rc) /* the device was aborted: nothing more runs, the status is the stream's error */
 		smt_stream_fail(s, rc);
 	if (atomic_load_explicit(&s->err, memory_order_relaxed)) {
@@ -365,13 +368,6 @@ int smt_stream_create(smt_dev_t *d, smt_stream_t **out)
 		rc = GICE_ERR_NO_MEMORY;
 		goto err_free_stream;
 	}
-	rc = pthread_mutex_init(&s->enq_lock, NULL);
-	if (rc) {
-		gice_error("smt", "pthread_mutex_init: %s", strerror(rc));
-		rc = GICE_ERR_NO_MEMORY;
-		goto err_free_ring;
-	}
-
 	pthread_mutex_lock(&d->lock);
 	for (s->slot = 0; s->slot < SMT_MAX_STREAMS && d->streams[s->slot]; s->slot++)
 		;
@@ -379,7 +375,7 @@ int smt_stream_create(smt_dev_t *d, smt_stream_t **out)
 		pthread_mutex_unlock(&d->lock);
 		gice_error("smt", "device %u: all %u streams are in use", d->dev_id, SMT_MAX_STREAMS);
 		rc = GICE_ERR_NO_MEMORY;
-		goto err_destroy_lock;
+		goto err_free_ring;
 	}
 	d->streams[s->slot] = s;
 	s->k = &d->kernels[s->slot];
@@ -399,8 +395,6 @@ err_release_slot:
 	pthread_mutex_lock(&d->lock);
 	d->streams[s->slot] = NULL;
 	pthread_mutex_unlock(&d->lock);
-err_destroy_lock:
-	pthread_mutex_destroy(&s->enq_lock);
 err_free_ring:
 	free(s->ring);
 err_free_stream:
@@ -533,7 +527,6 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
 	d->streams[s->slot] = NULL;
 	pthread_mutex_unlock(&d->lock);
 
-	pthread_mutex_destroy(&s->enq_lock);
 	free(s->ring);
 	free(s);
 	return GICE_OK;
@@ -541,53 +534,63 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
 
 /* ---- enqueue ---- */
 
-/* Enqueue c; for a launch with prep, prep fills its arg for the queue position first. */
+/* Enqueue c; for a launch with prep, prep fills its arg for the queue position first. No lock:
+ * an enqueuer claims the next position (a CAS on claimed, only while the queue has room), fills
+ * it, then publishes it (head) once every earlier claim is published. A lone enqueuer never
+ * waits; concurrent ones wait only for an earlier one's few stores (yielding, in case it was
+ * preempted between its claim and its publication). */
 static int stream_push_prep(smt_stream_t *s, struct smt_cmd *c, smt_prep_fn prep, void *ctx)
 {
-	pthread_mutex_lock(&s->enq_lock);
-	uint64_t head = atomic_load_explicit(&s->head, memory_order_relaxed);
-	/* acquire: the stream thread is done reading the slot we are about to overwrite */
-	uint64_t tail = atomic_load_explicit(&s->tail, memory_order_acquire);
-	if (head - tail >= s->depth) {
-		pthread_mutex_unlock(&s->enq_lock);
-		gice_error("smt", "device %u stream %u: command queue full (%u commands, "
-				  "GICE_SMT_STREAM_DEPTH), cannot enqueue %s",
-			   s->d->dev_id, s->slot, s->depth, smt_cmd_names[c->op]);
-		return GICE_ERR_NO_MEMORY;
-	}
-	if (prep) {
-		int rc = prep(ctx, (uint32_t)(head % s->depth), &c->arg);
-		if (rc) {
-			pthread_mutex_unlock(&s->enq_lock);
-			return rc;
+	uint64_t pos = atomic_load_explicit(&s->claimed, memory_order_relaxed), tail;
+	int rc = GICE_OK;
+
+	do {
+		/* acquire: the stream thread is done reading the slot we are about to overwrite */
+		tail = atomic_load_explicit(&s->tail, memory_order_acquire);
+		if (pos - tail >= s->depth) {
+			gice_error("smt", "device %u stream %u: command queue full (%u commands, "
+					  "GICE_SMT_STREAM_DEPTH), cannot enqueue %s",
+				   s->d->dev_id, s->slot, s->depth, smt_cmd_names[c->op]);
+			return GICE_ERR_NO_MEMORY;
 		}
+	} while (!atomic_compare_exchange_weak_explicit(&s->claimed, &pos, pos + 1, memory_order_relaxed,
+							memory_order_relaxed));
+	if (prep && (rc = prep(ctx, (uint32_t)(pos % s->depth), &c->arg)))
+		*c = (struct smt_cmd){.op = SMT_CMD_NOP}; /* the position is ours: it must be filled */
+	/* acquire: what the earlier claims' enqueuers did before publishing (a direct launch's
+	 * record) */
+	for (uint32_t i = 1; atomic_load_explicit(&s->head, memory_order_acquire) != pos; i++) {
+		if (i % 64 == 0)
+			sched_yield();
+		else
+			gice_cpu_relax();
 	}
+	tail = atomic_load_explicit(&s->tail, memory_order_acquire);
 	/* A launch onto an idle stream (every command done, its kernel ended, no error to skip
 	 * it for) is started here: the blocks go to the SMs through memory, as a GPU's front end
 	 * takes a kernel from the pushbuffer, with no hop through the stream thread, which only
 	 * steps past it (the record's tail covers its position; its slot is not written). The
 	 * record is RUNNING before head shows the command, so a command enqueued after it waits
-	 * for its end (kernel_wait); no SM takes a block before head shows it, so its completion
+	 * for its end (kernel_wait); no SM takes a block before kernel_start, so its completion
 	 * (tail) cannot pass head. */
-	if (c->op == SMT_CMD_LAUNCH && !c->coop && tail == head &&
+	if (c->op == SMT_CMD_LAUNCH && !c->coop && tail == pos &&
 	    atomic_load_explicit(&s->k->state, memory_order_acquire) == SMT_K_DONE &&
 	    !atomic_load_explicit(&s->err, memory_order_relaxed) && !tm_region_status(s->d->tm)) {
-		uint32_t gen = kernel_fill(s, c, head);
-		/* release: the record before the stream thread can see the position */
-		atomic_store_explicit(&s->head, head + 1, memory_order_release);
+		uint32_t gen = kernel_fill(s, c, pos);
+		/* release: the record before the stream thread (or the next enqueuer) sees the
+		 * position */
+		atomic_store_explicit(&s->head, pos + 1, memory_order_release);
 		kernel_start(s, c, gen);
-		pthread_mutex_unlock(&s->enq_lock);
 		return GICE_OK; /* the stream thread need not wake for it */
 	}
-	s->ring[head % s->depth] = *c;
+	s->ring[pos % s->depth] = *c;
 	/* release: the slot before the stream thread can see it */
-	atomic_store_explicit(&s->head, head + 1, memory_order_release);
-	pthread_mutex_unlock(&s->enq_lock);
+	atomic_store_explicit(&s->head, pos + 1, memory_order_release);
 	/* seq_cst bump then sleeping read: pairs with sleep_on */
 	atomic_fetch_add_explicit(&s->cmd_seq, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&s->sleeping, memory_order_seq_cst))
 		gice_futex_wake(&s->cmd_seq, 1);
-	return GICE_OK;
+	return rc;
 }
 
 static int stream_push(smt_stream_t *s, struct smt_cmd *c) { return stream_push_prep(s, c, NULL, NULL); }
