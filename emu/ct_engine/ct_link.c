@@ -56,7 +56,9 @@ static void trace_add(ct_engine_t *e, const ct_msg_t *m, uint64_t now)
 	tr->t_issue = m->req.t_issue;
 	tr->t_pickup = m->t_pickup;
 	tr->t_first_tx = m->t_first_tx;
-	tr->t_complete = now;
+	/* a held clock (common.h) may predate stamps other threads took meanwhile: the stages
+	 * stay in order */
+	tr->t_complete = GICE_MAX(now, GICE_MAX(m->t_first_tx, m->t_pickup));
 	tr->status = m->status;
 	tr->msg_id = m->msg_id;
 }

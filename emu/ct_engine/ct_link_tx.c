@@ -391,7 +391,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	if (p->next_psn == p->acked_psn)
 		p->t_progress = p->t_tx; /* the ack clock starts with the first packet outstanding */
 	if (m->sent == 0 && !m->t_first_tx) {
-		m->t_first_tx = p->t_tx;
+		m->t_first_tx = GICE_MAX(p->t_tx, m->t_pickup); /* a held clock: never before pickup */
 		m->first_psn = h.psn;
 	}
 	ct_nack_done(e, m);

@@ -131,7 +131,9 @@ int ct_counter_ok(const ct_engine_t *e, uint32_t id)
 int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig, uint64_t thresh)
 {
 	ct_engine_t *e = t->e;
-	uint64_t now = gice_now_ns();
+	/* a held clock (common.h) may predate a request another thread queued meanwhile: a
+	 * pickup is never before its issue */
+	uint64_t now = GICE_MAX(gice_now_ns(), r->t_issue);
 	uint8_t kind;
 	int rc;
 
