@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Description: every gice-bench sub-command runs, briefly, and prints what docs/gice-bench.md
 # says: the CSV header, then rows of the 9 columns (bench, transport, ranks, bytes, iters and
-# four numbers), one per size or grid; rate also its '# rate S B window W: N msgs/s' line after
+# four numbers), one per size or grid; trigger its idle and busy-sms rows and their ratio line
+# (with one SM, the idle row and a line saying why there is no other); rate also its '# rate S B window W: N msgs/s' line after
 # each row, in one process and on 2 ranks under gicerun (GICE_PLANE=net); idle and stress their
 # comment lines; file-read and file-write seven and three rows per size; soak its verdict per rank;
 # allreduce a row per size, its --check passing, and the other collectives a row per size;
@@ -49,7 +50,13 @@ has() {
 }
 
 run "trigger" "$bench" trigger --csv --iters 200
+rows trigger "8,180 8,180"
+has '^trigger,in-process,1,8,180,' 1
+has '^trigger,busy-sms,1,8,180,' 1
+has '^# trigger p50: idle [0-9.]+ us, [0-9]+ of [0-9]+ SMs computing [0-9.]+ us: [0-9.]+x$' 1
+run "trigger, one SM" env GICE_SMS=1 "$bench" trigger --csv --iters 200
 rows trigger "8,180"
+has '^# trigger: busy-sms needs 2 SMs or more \(GICE_SMS=1\)$' 1
 run "put" "$bench" put --csv --iters 100 --sizes 8,4k --check
 rows put "8,100 4096,100"
 run "launch" "$bench" launch --csv --iters 100 --blocks 1,2
