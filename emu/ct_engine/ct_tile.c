@@ -273,7 +273,8 @@ static int drain_queue(ct_tile_t *t, int max, int by_proxy, int *empty)
 			break;
 		}
 		t->next_ticket = ticket + 1;
-		ct_stat_add(e, CT_STAT_fallback_ops, (uint64_t)by_proxy);
+		if (gice_unlikely(by_proxy)) /* no atomic add of 0 per request on the device's path */
+			ct_stat_add(e, CT_STAT_fallback_ops, 1);
 		if (u.r.op == CT_OP_ARM_ || u.r.op == CT_OP_DISARM_)
 			ct_control_req(t, &u.r, ticket);
 		else if (ct_exec_req(t, &u.r, ticket, TM_NONE, 0) == GICE_ERR_AGAIN)
