@@ -2,9 +2,10 @@
 # Description: every gice-bench sub-command runs, briefly, and prints what docs/gice-bench.md
 # says: the CSV header, then rows of the 9 columns (bench, transport, ranks, bytes, iters and
 # four numbers), one per size or grid; trigger its idle and busy-sms rows and their ratio line
-# (with one SM, the idle row and a line saying why there is no other); rate also its '# rate S B window W: N msgs/s' line after
-# each row, in one process and on 2 ranks under gicerun (GICE_PLANE=net); idle and stress their
-# comment lines; file-read and file-write seven and three rows per size; soak its verdict per rank;
+# (with one SM, the idle row and a line saying why there is no other); rate also its
+# '# rate S B window W: N msgs/s' line after each row, in one process and on 2 ranks under
+# gicerun (GICE_PLANE=net); idle and stress their comment lines; file-read and file-write
+# seven and three rows per size; soak its verdict per rank;
 # allreduce a row per size, its --check passing, and the other collectives a row per size;
 # overlap its comm, compute and overlap rows and efficiency line per mode, cpu-noise its quiet
 # and noisy rows and a line naming the perturbed threads per mode, first-kernel its two rows;
