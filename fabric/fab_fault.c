@@ -257,6 +257,15 @@ static int ff_poll(fab_ep_t *ep, fab_event_t *ev, int max)
 	return ff_poll_slow(w, ev, max);
 }
 
+/* Quiet as the inner endpoint is, on the fast path only: held copies go out from a poll, and
+ * a configuration not yet adopted is adopted by one. */
+static int ff_quiet(fab_ep_t *ep)
+{
+	ff_ep_t *w = ff_ep(ep);
+
+	return atomic_load_explicit(&w->gen, memory_order_relaxed) == w->fast_gen && fab_quiet(w->inner);
+}
+
 static int ff_trywait(fab_ep_t *ep)
 {
 	ff_ep_t *w = ff_ep(ep);
@@ -343,6 +352,7 @@ const fab_ops_t fab_fault_ops = {
 	.send = ff_send,
 	.poll = ff_poll,
 	.release = ff_release,
+	.quiet = ff_quiet,
 	.wait_fd = ff_wait_fd,
 	.trywait = ff_trywait,
 	.mr_reg = ff_mr_reg,
