@@ -266,6 +266,15 @@ static int ff_quiet(fab_ep_t *ep)
 	return atomic_load_explicit(&w->gen, memory_order_relaxed) == w->fast_gen && fab_quiet(w->inner);
 }
 
+/* In flight as the inner endpoint is, on the fast path; off it a poll may have held copies to
+ * send, or a configuration to adopt. */
+static int ff_in_flight(fab_ep_t *ep)
+{
+	ff_ep_t *w = ff_ep(ep);
+
+	return atomic_load_explicit(&w->gen, memory_order_relaxed) != w->fast_gen || fab_in_flight(w->inner);
+}
+
 static int ff_trywait(fab_ep_t *ep)
 {
 	ff_ep_t *w = ff_ep(ep);
@@ -353,6 +362,7 @@ const fab_ops_t fab_fault_ops = {
 	.poll = ff_poll,
 	.release = ff_release,
 	.quiet = ff_quiet,
+	.in_flight = ff_in_flight,
 	.wait_fd = ff_wait_fd,
 	.trywait = ff_trywait,
 	.mr_reg = ff_mr_reg,

@@ -43,6 +43,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include "emu/common/tsan.h"
 #include "fabric/fab_ofi_internal.h"
 
 static int ofi_is_tx(const ofi_ep_t *e, const ofi_buf_t *b) { return b->idx < e->tx_depth; }
@@ -145,8 +146,10 @@ static void ofi_progress(ofi_ep_t *e)
 
 	for (int round = 0; round < 4; round++) {
 		/* with FI_SOURCE, who sent each message (FI_ADDR_NOTAVAIL: not in our address vector) */
+		GICE_TSAN_PROVIDER_BEGIN(); /* tsan.h */
 		ssize_t got = e->base.source ? fi_cq_readfrom(e->cq, ent, OFI_CQ_BATCH, src)
 					     : fi_cq_read(e->cq, ent, OFI_CQ_BATCH);
+		GICE_TSAN_PROVIDER_END();
 
 		if (got == -FI_EAGAIN)
 			return;
@@ -446,13 +449,14 @@ static int ofi_read(fab_ep_t *ep, fab_addr_t src, uint64_t local_off, size_t len
 	return ofi_status((int)rc);
 }
 
-static int ofi_quiet(fab_ep_t *ep)
+static int ofi_in_flight(fab_ep_t *ep)
 {
 	ofi_ep_t *e = ofi_ep(ep);
 
-	return e->ntx_free == e->tx_depth && e->nread_free == FAB_READS_MAX && !e->nread_done && !e->nrx_pending &&
-	       !e->errs_len;
+	return e->ntx_free != e->tx_depth || e->nread_free != FAB_READS_MAX || e->nread_done || e->errs_len;
 }
+
+static int ofi_quiet(fab_ep_t *ep) { return !ofi_in_flight(ep) && !ofi_ep(ep)->nrx_pending; }
 
 const fab_ops_t fab_ofi_ops = {
 	.name = "ofi",
@@ -464,6 +468,7 @@ const fab_ops_t fab_ofi_ops = {
 	.poll = ofi_poll,
 	.release = ofi_release,
 	.quiet = ofi_quiet,
+	.in_flight = ofi_in_flight,
 	.wait_fd = ofi_wait_fd,
 	.trywait = ofi_trywait,
 	.mr_reg = ofi_mr_reg,

@@ -81,6 +81,10 @@ typedef struct {
 	/* 1 when nothing of the endpoint's own waits for a poll: no send or read in flight, no
 	 * buffer to repost, no event queued (a poll can then only find arrivals); optional */
 	int (*quiet)(fab_ep_t *ep);
+	/* 1 when sends or reads of the endpoint's own are in flight, or their events wait for a
+	 * poll: the provider completes them only while polled. Unlike quiet, receive buffers
+	 * waiting to be posted again do not count (a later poll posts them); optional */
+	int (*in_flight)(fab_ep_t *ep);
 	/* fd that becomes readable when poll may have work, or -1 when the backend has none;
 	 * before sleeping on it call trywait: 0 means safe to sleep, GICE_ERR_AGAIN means poll first
 	 * (GICE_ERR_UNSUPPORTED without a wait fd). ofi with libfabric 1.17: tcp and raw udp
@@ -155,6 +159,12 @@ static inline void fab_release(fab_ep_t *ep, void *buf) { ep->ops->release(ep, b
 static inline int fab_quiet(fab_ep_t *ep)
 {
 	return ep->ops->quiet && !atomic_load_explicit(&ep->held, memory_order_relaxed) && ep->ops->quiet(ep);
+}
+/* See fab_ops_t.in_flight; 1 for a backend or decorator without it and while a decorator holds
+ * packets. */
+static inline int fab_in_flight(fab_ep_t *ep)
+{
+	return !ep->ops->in_flight || atomic_load_explicit(&ep->held, memory_order_relaxed) || ep->ops->in_flight(ep);
 }
 static inline int fab_wait_fd(fab_ep_t *ep) { return ep->ops->wait_fd(ep); }
 static inline int fab_trywait(fab_ep_t *ep) { return ep->ops->trywait(ep); }

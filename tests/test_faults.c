@@ -530,6 +530,8 @@ START_TEST(test_wrap_no_faults_in_order)
 	 * endpoint does (the engine then polls only for what peers announced) */
 	ck_assert_int_eq(fab_quiet(p.inner), 1);
 	ck_assert_int_eq(fab_quiet(p.a), 1);
+	ck_assert_int_eq(fab_in_flight(p.inner), 0);
+	ck_assert_int_eq(fab_in_flight(p.a), 0);
 	st = stats_of(p.a);
 	ck_assert_uint_eq(st.sent + st.dropped + st.duplicated + st.reordered + st.delayed + st.corrupted, 0);
 	/* oversize through the wrapper: the inner endpoint's answer */
@@ -751,6 +753,8 @@ START_TEST(test_delay_delivers_all)
 	/* with a network fault on, a poll may have held copies to send: never quiet */
 	ck_assert_int_eq(fab_quiet(p.inner), 1);
 	ck_assert_int_eq(fab_quiet(p.a), 0);
+	ck_assert_int_eq(fab_in_flight(p.inner), 0);
+	ck_assert_int_eq(fab_in_flight(p.a), 1);
 	st = stats_of(p.a);
 	print_stats("delay_us=2000", &st);
 	late = check_all_once(&rx, N);

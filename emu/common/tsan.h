@@ -13,12 +13,22 @@
 #ifdef __SANITIZE_THREAD__
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
 extern char gice_tsan_job;
 #define GICE_TSAN_OUT() __tsan_release(&gice_tsan_job)
 #define GICE_TSAN_IN() __tsan_acquire(&gice_tsan_job)
+/* Around a provider's progress, which may copy our memory for a peer's remote read (shm's
+ * path when it cannot use CMA): libfabric is not instrumented, and that copy is ordered before
+ * the reader's completion only by its own atomics; unseen, the next write of the memory after
+ * the read completed would look like a race with it. Reads only: writes stay checked. */
+#define GICE_TSAN_PROVIDER_BEGIN() AnnotateIgnoreReadsBegin(__FILE__, __LINE__)
+#define GICE_TSAN_PROVIDER_END() AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
 #else
 #define GICE_TSAN_OUT() ((void)0)
 #define GICE_TSAN_IN() ((void)0)
+#define GICE_TSAN_PROVIDER_BEGIN() ((void)0)
+#define GICE_TSAN_PROVIDER_END() ((void)0)
 #endif
 
 #endif

@@ -119,6 +119,7 @@ typedef struct { /* link-private (under the link lock) */
 	uint32_t recover;              /* no new window cut until acked passes this psn */
 	uint64_t t_progress;           /* last ack progress (or first packet outstanding) */
 	uint64_t t_rx, t_tx;           /* last packet heard from / sent to this peer */
+	uint64_t t_poke;               /* last poke for an overdue ACK (ct_poke_silent) */
 	uint64_t retx;                 /* packets sent again */
 	uint32_t held_cum, held_fence; /* an ack waiting for the reverse stream (see ct_rx_ack) */
 	uint8_t ack_held;
@@ -234,6 +235,11 @@ struct ct_engine {
 	/* kernels waiting on this device that step its CTs now (ct_step.c): the CT threads do not
 	 * spin meanwhile */
 	_Atomic uint32_t steppers;
+	/* CT 0 sleeps long, as the backstop of a link that kernels step (ct_tile.c): the last of
+	 * them to leave rings it if the link then needs a short timer (ct_link_needs_timer) */
+	_Atomic int ct0_parked;
+	_Atomic uint8_t ep_busy; /* at the end of the last pass, a corked bundle or the endpoint's
+				  * own sends or reads in flight (fab_in_flight): the link holder writes */
 
 	/* link: everything below is touched only by the holder of link_lock */
 	_Atomic int link_lock;
@@ -424,6 +430,9 @@ int ct_link_send(struct ct_engine *e);
  * also on the fabric's wait fd when the provider has one and nothing is in flight. */
 void ct_link_sleep(struct ct_engine *e, uint32_t seq, uint64_t timeout_ns);
 int ct_link_busy(struct ct_engine *e);
+/* Whether a busy link needs CT 0 on a short timer when no kernel steps it: work that no
+ * arrival announces (ct_link.c). Read without the link lock. */
+int ct_link_needs_timer(struct ct_engine *e);
 /* Whether a poll of the fabric can find nothing same-host peers announced: every packet they
  * counted in their kicks taken in, every poke seen, and no peer elsewhere (no one counts
  * theirs). Read without the link lock. */
@@ -462,6 +471,7 @@ int ct_rx_signal_check(struct ct_engine *e, ct_rx_slot_t *s, const ct_hdr_t *h);
 void ct_rx_ack(struct ct_engine *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint64_t sack);
 void ct_complete_upto(struct ct_engine *e, ct_peer_t *p, uint32_t cum);
 int ct_check_rto(struct ct_engine *e, uint64_t now);
+int ct_poke_silent(struct ct_engine *e, uint64_t now);
 /* ct_link_rndv.c: rendezvous — large puts at the target, large gets at the requester */
 /* The size GICE_CT_RNDV_BYTES=auto stands for, measured per provider, op (get 0: put) and path
  * (plane 1: the NVLink plane's copy, 0: the provider's remote read). */

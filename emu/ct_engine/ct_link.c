@@ -23,6 +23,24 @@ int ct_link_busy(ct_engine_t *e)
 	       atomic_load_explicit(&e->serving, memory_order_relaxed) != 0;
 }
 
+int ct_link_needs_timer(ct_engine_t *e)
+{
+	/* None for messages in flight to same-host peers, nor the acks we owe them: their answers
+	 * ring CT 0 when no one polls (tm_doorbell_kick), and so do their pokes for an overdue ack
+	 * (ct_poke_silent). Everything else does: sends and reads of the endpoint's own that the
+	 * provider completes only while we poll, a bundle it refused, a peer's read of our memory,
+	 * a held endpoint, and the timers of the reliable mode or the traffic of peers elsewhere
+	 * (no one counts or pokes there). */
+	return atomic_load_explicit(&e->ep_busy, memory_order_relaxed) ||
+	       atomic_load_explicit(&e->bundle_held, memory_order_relaxed) ||
+	       atomic_load_explicit(&e->serving, memory_order_relaxed) ||
+	       atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed) ||
+	       ((atomic_load_explicit(&e->reliable, memory_order_relaxed) ||
+		 atomic_load_explicit(&e->n_remote, memory_order_relaxed)) &&
+		(atomic_load_explicit(&e->msgs_live, memory_order_relaxed) ||
+		 atomic_load_explicit(&e->acks_delayed, memory_order_relaxed)));
+}
+
 int ct_link_nothing_announced(ct_engine_t *e)
 {
 	return !atomic_load_explicit(&e->n_remote, memory_order_relaxed) &&
@@ -126,6 +144,16 @@ static void kick_peers(ct_engine_t *e)
 	e->n_kick = keep;
 }
 
+/* For the sleep policy, at the end of a pass: whether what the link sent still needs passes of
+ * its own (a corked bundle, sends or reads the provider completes only while polled). */
+static void note_busy(ct_engine_t *e)
+{
+	uint8_t busy = e->bundle_len || fab_in_flight(e->attr.ep);
+
+	if (busy != atomic_load_explicit(&e->ep_busy, memory_order_relaxed))
+		atomic_store_explicit(&e->ep_busy, busy, memory_order_relaxed);
+}
+
 enum { PASS_FULL, PASS_LOOK, PASS_SEND };
 
 static int link_pass(ct_engine_t *e, int mode)
@@ -146,6 +174,7 @@ static int link_pass(ct_engine_t *e, int mode)
 			ct_bundle_flush(e);
 		if (e->n_kick || e->kick_overflow)
 			kick_peers(e);
+		note_busy(e);
 		return work;
 	}
 	ct_bundle_flush(e); /* before the poll: the peer gets them sooner */
@@ -158,7 +187,8 @@ static int link_pass(ct_engine_t *e, int mode)
 	}
 	if (n > 0)
 		gice_clock_hold(); /* one clock read stamps all that arrived (common.h) */
-	atomic_store_explicit(&e->t_poll, gice_coarse_ns(), memory_order_relaxed); /* for the watchdog */
+	uint64_t coarse = gice_coarse_ns();
+	atomic_store_explicit(&e->t_poll, coarse, memory_order_relaxed); /* for the watchdog */
 	for (int i = 0; i < n; i++) {
 		if (ev[i].type == FAB_EV_RX) {
 			ct_rx_message(e, ev[i].buf, ev[i].len, ev[i].peer);
@@ -184,11 +214,17 @@ static int link_pass(ct_engine_t *e, int mode)
 			work += ct_check_rto(e, now);
 			e->next_timer_ns = now + e->rto_min_ns / 4;
 		}
+	} else if (atomic_load_explicit(&e->msgs_live, memory_order_relaxed) && coarse >= e->next_timer_ns) {
+		/* without retransmission, pokes for overdue ACKs (not work: nothing moved); the
+		 * coarse clock paces them, a pass pays for no clock read */
+		ct_poke_silent(e, gice_now_ns());
+		e->next_timer_ns = coarse + e->rto_min_ns / 4;
 	}
 	gice_clock_release();
 	ct_bundle_flush(e);
 	if (e->n_kick || e->kick_overflow)
 		kick_peers(e);
+	note_busy(e);
 	return work;
 }
 

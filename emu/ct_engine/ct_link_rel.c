@@ -162,6 +162,29 @@ void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint6
 	}
 }
 
+/* Without retransmission (a reliable provider), a same-host peer whose ACK of our oldest packet
+ * is overdue: it is owed there, and its kernel may have stopped waiting right after the packet
+ * landed, its CT 0 asleep until its next poll (ct_tile.c). Poke it (tm_doorbell_kick): a poke
+ * rings its CT 0 when no thread there is awake, and makes its next pass poll. Once per peer per
+ * ack delay; the caller comes every quarter of GICE_RTO_MIN_US. */
+int ct_poke_silent(ct_engine_t *e, uint64_t now)
+{
+	uint64_t delay = e->rto_min_ns / 4;
+	int n = 0;
+
+	for (uint32_t g = 0; g < e->max_peers; g++) {
+		ct_peer_t *p = &e->peers[g];
+		if (!p->present || p->dead || !p->tm || p->acked_psn == p->next_psn)
+			continue;
+		if (now - p->tx[p->acked_psn & p->tx_mask].t_tx < 2 * delay || now - p->t_poke < delay)
+			continue;
+		p->t_poke = now;
+		tm_doorbell_kick(p->tm, 0, 0);
+		n++;
+	}
+	return n;
+}
+
 /* Retransmission timeouts: the oldest unacked packet of a peer waited past its RTO: send every
  * packet the receiver has not selectively acked again, and back off. */
 int ct_check_rto(ct_engine_t *e, uint64_t now)

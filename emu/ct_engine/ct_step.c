@@ -79,7 +79,7 @@ void ct_engine_stepping(ct_engine_t *e, int on)
 		return;
 	}
 	tm_doorbell_awake(e->attr.tm, 0, -1);
-	atomic_fetch_sub_explicit(&e->steppers, 1, memory_order_relaxed);
+	uint32_t left = atomic_fetch_sub_explicit(&e->steppers, 1, memory_order_seq_cst) - 1;
 	/* One more look: a packet that arrived before a sender saw us leave is found now; one
 	 * after rings CT 0. Not needed when every packet same-host peers counted in their kicks
 	 * has been taken in and no peer is elsewhere (its packets are not counted): a packet
@@ -89,6 +89,10 @@ void ct_engine_stepping(ct_engine_t *e, int on)
 	 * request may carry them (ct_link_look). */
 	if (!ct_link_nothing_announced(e))
 		step(e, 1, 0);
+	/* The last to leave hands the link back to CT 0, which may have parked beside us
+	 * (ct_tile.c): ring it if what we leave needs its timer (seq_cst: after our decrement) */
+	if (!left && atomic_load_explicit(&e->ct0_parked, memory_order_seq_cst) && ct_link_needs_timer(e))
+		tm_doorbell_ring(e->attr.tm, 0);
 }
 
 uint64_t ct_engine_spin_ns(const ct_engine_t *e) { return e->spin_cfg_ns; }

@@ -306,22 +306,43 @@ int ct_tile_step(ct_tile_t *t, int by_proxy)
 	return work;
 }
 
-/* How long an idle CT thread sleeps on its doorbell before it looks again. */
-static uint64_t sleep_ns(ct_tile_t *t)
-{
-	ct_engine_t *e = t->e;
-	/* come round now and then even when idle: the watchdog reads that as a heartbeat */
-	uint64_t ns = GICE_MIN(100000000ull, e->timeout_ns / 8);
+/* How long an idle CT thread other than CT 0 sleeps on its doorbell before it looks again:
+ * it comes round now and then even so, as the watchdog reads that as a heartbeat. */
+static uint64_t sleep_ns(const ct_engine_t *e) { return GICE_MIN(100000000ull, e->timeout_ns / 8); }
 
-	if (t->idx != 0)
-		return ns;
-	/* CT 0 is the backstop of the link: messages in flight need acks and retransmission
-	 * timers (a waiting kernel that steps the CTs runs them meanwhile); arriving packets ring
-	 * it when no one polls (tm_doorbell_kick), else it polls every GICE_CT_POLL_US */
-	if (ct_link_busy(e) || atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed))
-		return atomic_load_explicit(&e->steppers, memory_order_relaxed) ? GICE_MAX(e->rto_min_ns / 4, 20000ull)
-										  : 20000;
-	return e->poll_ns;
+/* Whether CT 0 may sleep GICE_CT_POLL_US: when the link is idle, and while kernels step it
+ * when nothing but the answers of same-host peers is awaited (ct_link_needs_timer). Kernels that
+ * step run the link's work themselves, and CT 0 waking beside them only takes their cores: on 2
+ * cores it preempts the one copying a rendezvous, its priority being the higher. */
+static int ct0_may_sleep_long(ct_engine_t *e)
+{
+	if (!ct_link_busy(e) && !atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed))
+		return 1;
+	return atomic_load_explicit(&e->steppers, memory_order_seq_cst) && !ct_link_needs_timer(e);
+}
+
+/* CT 0's sleep when it found no work. It is the backstop of the link: messages in flight need
+ * acks and retransmission timers; arriving packets ring it when no one polls
+ * (tm_doorbell_kick), else it polls every GICE_CT_POLL_US. A long sleep is announced (parked):
+ * the last kernel to stop stepping rings CT 0 if it leaves work that needs a timer
+ * (ct_engine_stepping). */
+static void ct0_sleep(ct_engine_t *e, uint32_t seq)
+{
+	if (ct0_may_sleep_long(e)) {
+		/* announce it, then look again (seq_cst, pairs with ct_engine_stepping): a kernel
+		 * that left before is seen here, one that leaves after sees us parked */
+		atomic_store_explicit(&e->ct0_parked, 1, memory_order_seq_cst);
+		if (ct0_may_sleep_long(e)) {
+			ct_link_sleep(e, seq, e->poll_ns);
+			atomic_store_explicit(&e->ct0_parked, 0, memory_order_relaxed);
+			return;
+		}
+		atomic_store_explicit(&e->ct0_parked, 0, memory_order_relaxed);
+	}
+	/* a kernel that steps runs the timers meanwhile: CT 0 only backs it up */
+	ct_link_sleep(e, seq,
+		      atomic_load_explicit(&e->steppers, memory_order_relaxed) ? GICE_MAX(e->rto_min_ns / 4, 20000ull)
+									 : 20000);
 }
 
 void *ct_thread(void *arg)
@@ -391,9 +412,9 @@ void *ct_thread(void *arg)
 			work += ct_link_progress(e);
 		}
 		if (!work && t->idx == 0)
-			ct_link_sleep(e, seq, sleep_ns(t));
+			ct0_sleep(e, seq);
 		else if (!work)
-			tm_doorbell_sleep(e->attr.tm, t->idx, seq, sleep_ns(t));
+			tm_doorbell_sleep(e->attr.tm, t->idx, seq, sleep_ns(e));
 		tm_doorbell_awake(e->attr.tm, 0, 1);
 		spins = 0;
 	}
