@@ -174,12 +174,14 @@ static int link_pass(ct_engine_t *e, int mode)
 			ct_bundle_flush(e);
 		if (e->n_kick || e->kick_overflow)
 			kick_peers(e);
-		note_busy(e);
+		if (work)
+			note_busy(e);
 		return work;
 	}
 	ct_bundle_flush(e); /* before the poll: the peer gets them sooner */
 	n = 0;
-	if (poll_needed(e)) {
+	int polled = poll_needed(e);
+	if (polled) {
 		/* before the poll: a poke after this load is seen by the next pass */
 		atomic_store_explicit(&e->pokes_seen, tm_doorbell_pokes(e->attr.tm, 0), memory_order_relaxed);
 		e->poll_turn = 0;
@@ -224,7 +226,8 @@ static int link_pass(ct_engine_t *e, int mode)
 	ct_bundle_flush(e);
 	if (e->n_kick || e->kick_overflow)
 		kick_peers(e);
-	note_busy(e);
+	if (work || polled) /* nothing sent or polled: the endpoint is as the last pass left it */
+		note_busy(e);
 	return work;
 }
 

@@ -533,9 +533,23 @@ ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t 
 	return m;
 }
 
+/* Whether the MPG has nothing to look at: no tile published, no response, ACK or message
+ * waiting (the pass of a waiting kernel, one per turn of its loop, mostly finds that). */
+static int mpg_idle(const ct_engine_t *e)
+{
+	if (atomic_load_explicit(&e->mpg_new, memory_order_relaxed) || e->acks_pending)
+		return 0;
+	for (uint32_t q = 0; q < CT_QOS_CLASSES; q++)
+		if (e->act_len[q] || e->resp_head[q] != CT_NIL)
+			return 0;
+	return 1;
+}
+
 /* Send what is queued (new messages, responses, held ACK/NACKs) up to the MPG's budget. */
 int ct_send_pending(ct_engine_t *e)
 {
+	if (mpg_idle(e))
+		return 0;
 	int work = pull_rings(e);
 
 	if (e->acks_pending)
