@@ -11,9 +11,10 @@
  *   thread of it is awake, so 20 host-posted puts between two idle one-CT devices whose CT polls
  *   only every 5 s (GICE_CT_POLL_US) take milliseconds, not 20 polls; and a kernel that stopped
  *   waiting (it took in all that was sent, so it left without a last look: ct_step.c) is no
- *   longer counted awake: a put that reaches its device while it computes rings CT 0; and one
- *   that stopped waiting owing the sender an ack (the put it waited for) rings its CT 0, asleep
- *   for GICE_CT_POLL_US, so the sender's put completes in milliseconds.
+ *   longer counted awake: a put that reaches its device while it computes rings CT 0; and when
+ *   one stopped waiting owing the sender an ack (the put it waited for), its CT 0 asleep for
+ *   GICE_CT_POLL_US, the sender pokes that CT 0 once the ack is overdue, so the put completes
+ *   in milliseconds (ct_poke_silent).
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. */
 #include <check.h>
@@ -276,18 +277,19 @@ END_TEST
 struct leaver {
 	_Atomic int round; /* the host's: the kernel may wait for round's first put */
 	_Atomic int rc;
+	uint64_t puts;     /* per round */
 };
 
 #define LEAVE_ROUNDS 10
 
 /* Per round: wait for the round's first put (stepping the device), then compute, without a
- * device call, until the host has seen the round's second put land. */
+ * device call, until the host says the round is over (it has seen what it waits for). */
 static void leave_kernel(gice_kctx_t *k, void *arg)
 {
 	struct leaver *l = *(struct leaver **)arg;
 
 	for (int r = 0; r < LEAVE_ROUNDS; r++) {
-		int rc = gice_wait_until(k, sig[1], GICE_CMP_GE, 2 * (uint64_t)r + 1, test_scaled(20000000), NULL);
+		int rc = gice_wait_until(k, sig[1], GICE_CMP_GE, l->puts * (uint64_t)r + 1, test_scaled(20000000), NULL);
 		if (rc) {
 			atomic_store(&l->rc, rc);
 			return;
@@ -298,9 +300,10 @@ static void leave_kernel(gice_kctx_t *k, void *arg)
 	}
 }
 
+/* Each round the host puts twice: the second put lands while the kernel computes. */
 START_TEST(a_kernel_that_stopped_waiting_is_not_awake)
 {
-	struct leaver l = {0}, *lp = &l;
+	struct leaver l = {.puts = 2}, *lp = &l;
 
 	setenv("GICE_CT_POLL_US", "5000000", 1); /* an unkicked CT 0 finds a packet within 5 s */
 	setenv("GICE_CT_SPIN_US", "0", 1);       /* CTs sleep as soon as they are idle */
@@ -334,27 +337,11 @@ START_TEST(a_kernel_that_stopped_waiting_is_not_awake)
 }
 END_TEST
 
-/* Per round: wait for the round's put (stepping the device, which then owes the sender its
- * ack), then compute without a device call until the host has seen that put complete. */
-static void owing_kernel(gice_kctx_t *k, void *arg)
+/* Each round the host puts once and waits for its completion: the kernel that waited for the
+ * put owes its ack, and computes. */
+START_TEST(an_ack_owed_by_a_kernel_that_computes_is_poked_out)
 {
-	struct leaver *l = *(struct leaver **)arg;
-
-	for (int r = 0; r < LEAVE_ROUNDS; r++) {
-		int rc = gice_wait_until(k, sig[1], GICE_CMP_GE, (uint64_t)r + 1, test_scaled(20000000), NULL);
-		if (rc) {
-			atomic_store(&l->rc, rc);
-			return;
-		}
-		uint64_t t0 = now_ms();
-		while (atomic_load(&l->round) == r && now_ms() - t0 < test_scaled(20000))
-			;
-	}
-}
-
-START_TEST(a_kernel_that_leaves_an_ack_owed_rings_ct0)
-{
-	struct leaver l = {0}, *lp = &l;
+	struct leaver l = {.puts = 1}, *lp = &l;
 	gice_counter_t done;
 
 	setenv("GICE_CT_POLL_US", "5000000", 1); /* CT 0 asleep comes round every 5 s */
@@ -367,7 +354,7 @@ START_TEST(a_kernel_that_leaves_an_ack_owed_rings_ct0)
 	ck_assert_int_eq(gice_counter_alloc(dev[0], &done), GICE_OK);
 	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0], .local = buf[0], .bytes = 8, .rkey = key[1],
 			.roff = 64, .value = 1, .signal = sig[1], .signal_flags = GICE_SIGNAL_ADD, .completion = done};
-	ck_assert_int_eq(gice_launch(strm[1], owing_kernel, 1, &lp, sizeof(lp)), GICE_OK);
+	ck_assert_int_eq(gice_launch(strm[1], leave_kernel, 1, &lp, sizeof(lp)), GICE_OK);
 	for (int r = 0; r < LEAVE_ROUNDS; r++) {
 		usleep(2000); /* the kernel waits, stepping its device; its CT 0 sleeps */
 		uint64_t t0 = now_ms();
@@ -375,7 +362,7 @@ START_TEST(a_kernel_that_leaves_an_ack_owed_rings_ct0)
 		ck_assert_int_eq(gice_counter_wait(dev[0], done, GICE_CMP_GE, (uint64_t)r + 1, test_scaled(20000), NULL),
 				 GICE_OK);
 		uint64_t ms = now_ms() - t0;
-		/* unrung, the ack would wait for CT 0's next look: up to 5 s */
+		/* unpoked, the ack would wait for CT 0's next look: up to 5 s */
 		ck_assert_msg(ms < test_scaled(1000), "round %d: a put to a kernel that then computes took %llu ms to complete",
 			      r, (unsigned long long)ms);
 		atomic_store(&l.round, r + 1);
@@ -403,7 +390,7 @@ int main(void)
 	tcase_add_test(tc, host_posts_complete_without_kernels);
 	tcase_add_test(tc, an_idle_device_of_the_same_process_is_kicked);
 	tcase_add_test(tc, a_kernel_that_stopped_waiting_is_not_awake);
-	tcase_add_test(tc, a_kernel_that_leaves_an_ack_owed_rings_ct0);
+	tcase_add_test(tc, an_ack_owed_by_a_kernel_that_computes_is_poked_out);
 	suite_add_tcase(s, tc);
 	srunner_run_all(sr, CK_NORMAL);
 	rc = test_exit(sr);
