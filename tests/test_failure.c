@@ -10,7 +10,9 @@
  *   timeout bounds the duration;
  * - a killed peer (shm and tcp) ends the survivor's pending kernel wait and its later waits with
  *   GICE_ERR_PEER_DEAD within 2x GICE_TIMEOUT_MS, and gice_job_error names it; with
- *   GICE_ON_PEER_DEAD=tolerate the survivor's own waits run to their timeouts.
+ *   GICE_ON_PEER_DEAD=tolerate the survivor's own waits run to their timeouts; the same verdict
+ *   comes while the survivor's link is held by a call that does not return (a provider spinning
+ *   on a lock the killed process held).
  * Time bounds scale with CK_TIMEOUT_MULTIPLIER (sanitizers). */
 #include <check.h>
 #include <pthread.h>
@@ -22,7 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/api_internal.h"
 #include "api/gice.h"
+#include "emu/ct_engine/ct_internal.h"
 #include "tests/test_job.h"
 #include "tests/test_util.h"
 
@@ -348,6 +352,21 @@ static void wait_for_peer(gice_kctx_t *k, void *arg)
 	atomic_store(&w->t_end, now_ms()); /* after rc: whoever sees t_end sees rc */
 }
 
+/* Rank 1 of the killed-peer jobs: signals rank 0 once, then waits to be killed (at 2000 ms). */
+static int victim(gice_device_t *d, void *p, const struct shared *all)
+{
+	int rank = 1; /* for FAILIF */
+	gice_conn_t c;
+	gice_counter_t done;
+
+	FAILIF(gice_conn_open(d, gice_device_id_of(0, 0), NULL, &c) || gice_counter_alloc(d, &done), "conn");
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p, .bytes = 64, .rkey = all[0].key,
+			.value = 1, .signal = all[0].sig, .signal_flags = GICE_SIGNAL_ADD, .completion = done};
+	FAILIF(gice_post(d, &op) || gice_counter_wait(d, done, GICE_CMP_GE, 1, 5000, NULL), "signal");
+	sleep(30);
+	return 3;
+}
+
 /* Rank 1 signals rank 0 once, then is killed at 2000 ms (kill_rank=1@2000ms); rank 0's kernel
  * waits for a second signal. GICE_TIMEOUT_MS=1000: the wait ends with GICE_ERR_PEER_DEAD within
  * 2x the timeout of the kill (abort), or runs to the kernel's own timeout (tolerate: 3 s). */
@@ -370,16 +389,8 @@ static int survivor_fn(int rank, int size)
 	FAILIF(gice_counter_alloc(d, &me.sig), "counter");
 	w.sig = me.sig;
 	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
-	if (rank == 1) {
-		gice_conn_t c;
-		gice_counter_t done;
-		FAILIF(gice_conn_open(d, gice_device_id_of(0, 0), NULL, &c) || gice_counter_alloc(d, &done), "conn");
-		gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p, .bytes = 64, .rkey = all[0].key,
-				.value = 1, .signal = all[0].sig, .signal_flags = GICE_SIGNAL_ADD, .completion = done};
-		FAILIF(gice_post(d, &op) || gice_counter_wait(d, done, GICE_CMP_GE, 1, 5000, NULL), "signal");
-		sleep(30); /* killed at 2000 ms */
-		return 3;
-	}
+	if (rank == 1)
+		return victim(d, p, all);
 	FAILIF(gice_counter_wait(d, me.sig, GICE_CMP_GE, 1, 5000, NULL), "first signal");
 	FAILIF(gice_launch(s, wait_for_peer, 1, &wp, sizeof(wp)), "launch");
 	int rc = gice_stream_sync(s, 0);
@@ -430,6 +441,64 @@ static int survivor_fn(int rank, int size)
 	return 0;
 }
 
+/* Rank 0's link is held by a call that does not return (as libfabric's shm send or progress
+ * spins forever on a lock a killed process held in its shared memory; here rank 0 holds the
+ * link itself, from 200 ms before the kill) when rank 1 is killed at 2000 ms: the watchdog cannot take the link, yet it
+ * names the peer dead, and rank 0's wait ends with GICE_ERR_PEER_DEAD within 2x
+ * GICE_TIMEOUT_MS of the kill, saying that the link is stuck. */
+static int stuck_link_fn(int rank, int size)
+{
+	gice_device_t *d;
+	void *p;
+	struct shared me, all[2];
+
+	(void)size;
+	FAILIF(gice_init(), "init");
+	FAILIF(gice_device_open(NULL, &d), "open");
+	uint64_t t_kill = now_ms() + 2000; /* fault times count from the end of the open */
+	FAILIF(gice_mem_alloc(d, MIB, &p) || gice_mem_register(d, p, MIB, &me.key), "mem");
+	FAILIF(gice_counter_alloc(d, &me.sig), "counter");
+	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
+	if (rank == 1)
+		return victim(d, p, all);
+	FAILIF(gice_counter_wait(d, me.sig, GICE_CMP_GE, 1, 5000, NULL), "first signal");
+	/* shortly before the kill (a link held for longer than the timeout with every peer alive
+	 * is told first as a stuck link); from then on no link pass ends */
+	while (now_ms() + 200 < t_kill)
+		usleep(10000);
+	ct_engine_t *e = d->ct;
+	while (!ct_link_trylock(e))
+		sched_yield();
+	int rc = gice_counter_wait(d, me.sig, GICE_CMP_GE, 2, 20000, NULL);
+	uint64_t t_end = now_ms();
+	fprintf(stderr, "rank 0: wait with the link held ended %lld ms after the kill: %s\n",
+		(long long)t_end - (long long)t_kill, gice_status_name(rc));
+	gice_error_info_t info;
+	FAILIF(gice_job_error(&info), "job error");
+	FAILIF(rc != GICE_ERR_PEER_DEAD, "wait got %s", gice_status_name(rc));
+	FAILIF(t_end > t_kill + test_scaled(2000), "ended %llu ms after the kill, not within 2x GICE_TIMEOUT_MS",
+	       (unsigned long long)(t_end - t_kill));
+	FAILIF(info.status != GICE_ERR_PEER_DEAD || info.peer_rank != 1, "job error %s, rank %u",
+	       gice_status_name(info.status), info.peer_rank);
+	FAILIF(!info.reason || strcmp(info.reason, "process exited"), "reason %s", info.reason ? info.reason : "(null)");
+	FAILIF(!strstr(info.message, "does not return"), "message: %s", info.message);
+	ct_link_unlock(e);
+	gice_device_close(d);
+	gice_finalize();
+	return 0;
+}
+
+START_TEST(test_stuck_link_still_names_the_dead_peer)
+{
+	static const char *const env[] = {"GICE_FAULTS=kill_rank=1@2000ms", "GICE_TIMEOUT_MS=1000", NULL};
+	int st[2];
+
+	run_job(2, 2, stuck_link_fn, _i ? "tcp" : "shm", env, st, NULL);
+	ck_assert_int_eq(st[0], 0);
+	ck_assert_int_eq(st[1], 128 + SIGKILL);
+}
+END_TEST
+
 START_TEST(test_killed_peer_ends_waits)
 {
 	static const char *const env[] = {"GICE_FAULTS=kill_rank=1@2000ms", "GICE_TIMEOUT_MS=1000", NULL};
@@ -461,6 +530,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 60);
 	/* 0 shm, 1 tcp; 2, 3: the same under GICE_ON_PEER_DEAD=tolerate */
 	tcase_add_loop_test(tc, test_killed_peer_ends_waits, 0, 4);
+	tcase_add_loop_test(tc, test_stuck_link_still_names_the_dead_peer, 0, 2); /* shm, tcp */
 	suite_add_tcase(s, tc);
 	return s;
 }

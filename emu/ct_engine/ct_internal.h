@@ -118,7 +118,10 @@ typedef struct { /* link-private (under the link lock) */
 	uint32_t cwnd_frac;            /* acked packets towards the next +1 in avoidance */
 	uint32_t recover;              /* no new window cut until acked passes this psn */
 	uint64_t t_progress;           /* last ack progress (or first packet outstanding) */
-	uint64_t t_rx, t_tx;           /* last packet heard from / sent to this peer */
+	_Atomic uint64_t t_rx;         /* last packet heard from this peer (relaxed: the watchdog
+					* reads it of a link stuck in its holder's hands, link_stuck) */
+	uint64_t t_tx;                 /* last packet sent to it */
+	uint8_t hb_due;                /* a heartbeat to send at the next pass (the watchdog's ask) */
 	uint64_t t_poke;               /* last poke for an overdue ACK (ct_poke_silent) */
 	uint64_t retx;                 /* packets sent again */
 	uint32_t held_cum, held_fence; /* an ack waiting for the reverse stream (see ct_rx_ack) */
@@ -306,6 +309,9 @@ struct ct_engine {
 	uint64_t rx_trace_n;
 
 	_Atomic uint64_t t_poll; /* last link progress pass */
+	uint8_t hb_due;          /* some peer's hb_due is set (link lock) */
+	_Atomic int stuck_told;  /* the watchdog's verdict on a link held by a call that does not
+				  * return (ct_link_watch.c): 1 told, 2 told with a lost peer named */
 	_Atomic uint64_t hang_at_ns;
 	pthread_t proxy;         /* fallback host proxy thread */
 	_Atomic int proxy_started;
@@ -377,6 +383,28 @@ static inline void ct_link_unlock(struct ct_engine *e)
 	ct_bundle_flush(e); /* what it sent leaves now */
 	atomic_store_explicit(&e->link_lock, 0, memory_order_seq_cst);
 	if (atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
+		tm_doorbell_ring(e->attr.tm, 0);
+}
+
+/* The link is held and no pass has ended for over half the timeout: its holder is stuck (the
+ * watchdog's view; ct_link_watch.c judges it). */
+static inline int ct_link_held_stale(struct ct_engine *e, uint64_t now)
+{
+	uint64_t t = atomic_load_explicit(&e->t_poll, memory_order_relaxed);
+
+	return atomic_load_explicit(&e->link_lock, memory_order_relaxed) && now > t && now - t > e->timeout_ns / 2;
+}
+
+/* Release by the watchdog, which never calls into the provider: a call there may not return (a
+ * same-host peer that died or stopped holding a lock in its shared memory leaves libfabric's
+ * shm spinning on it), and the watchdog must stay free to say so. What is left to send (a
+ * bundle, heartbeats due) goes at CT 0's next pass, rung now. */
+static inline void ct_link_unlock_watch(struct ct_engine *e)
+{
+	int left = e->bundle_len || e->hb_due;
+
+	atomic_store_explicit(&e->link_lock, 0, memory_order_seq_cst);
+	if (left || atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
 		tm_doorbell_ring(e->attr.tm, 0);
 }
 
@@ -504,6 +532,7 @@ uint32_t ct_peer_fail(struct ct_engine *e, uint32_t gid, int status, const char 
 /* Fail every operation in the link (a stalled CT 0 under GICE_ON_TIMEOUT=error). */
 uint32_t ct_link_fail_all(struct ct_engine *e, int status);
 int ct_link_watch(struct ct_engine *e, uint64_t now, ct_event_cb cb, void *arg);
+int ct_link_heartbeats(struct ct_engine *e);
 void ct_link_bye(struct ct_engine *e);
 void ct_link_cancel_all(struct ct_engine *e);
 /* ct_tile.c: the CT thread, requests, retirement */

@@ -166,6 +166,8 @@ static int link_pass(ct_engine_t *e, int mode)
 	/* send first: a new request goes out before this pass pays for polling (a syscall on
 	 * socket providers) */
 	work = ct_send_pending(e);
+	if (gice_unlikely(e->hb_due))
+		work += ct_link_heartbeats(e);
 	if (mode == PASS_SEND) {
 		/* Nagle: a kernel's puts to a peer with earlier packets unacknowledged wait in the
 		 * bundle for the next one, up to a full bundle; the first to an idle peer goes at

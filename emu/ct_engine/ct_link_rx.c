@@ -388,7 +388,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 		return;
 	}
 	p = &e->peers[h.src_gid];
-	p->t_rx = gice_coarse_ns(); /* silence is judged in 100s of ms */
+	atomic_store_explicit(&p->t_rx, gice_coarse_ns(), memory_order_relaxed); /* silence: 100s of ms */
 	if (p->tm) /* counted by its kick (ct_step.c) */
 		atomic_store_explicit(&e->rx_local, atomic_load_explicit(&e->rx_local, memory_order_relaxed) + 1,
 				      memory_order_release);

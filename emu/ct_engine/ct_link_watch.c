@@ -152,6 +152,67 @@ static int peer_alive(int32_t pid)
 /* How long ago t was, 0 if it is later than now (stamped by another thread after now was read). */
 static uint64_t since(uint64_t now, uint64_t t) { return now > t ? now - t : 0; }
 
+/* The watchdog could not take the link, and no pass has ended for over the timeout: the holder
+ * does not come back. It is stuck in a call into the provider: libfabric 1.17's shm takes a
+ * spinlock in the shared memory of the peer it sends to (and in its own, to receive), and spins
+ * forever once a process died or stopped holding one. Nothing of the link can be read or failed
+ * now (the holder has it); what can still be judged without it is whether a same-host peer's
+ * process is gone (present, pid and tm are set before the peer's first pass). A peer that exited
+ * (dead) or stopped (hung) is named, as a silent one would be, and the device's waits end with
+ * its status; with none, the stuck link is told once. Returns the events. */
+static int link_stuck(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
+{
+	uint64_t held = since(now, atomic_load_explicit(&e->t_poll, memory_order_relaxed)), heard = UINT64_MAX;
+	int told = atomic_load_explicit(&e->stuck_told, memory_order_relaxed), alive = 1;
+	uint32_t gid = UINT32_MAX;
+
+	if (held <= e->timeout_ns || told == 2)
+		return 0;
+	/* of the peers whose process exited or stopped, the one silent longest: the first to go
+	 * (the others may have gone since, stuck as we are, or done with their job) */
+	for (uint32_t g = 0; g < e->max_peers; g++) {
+		const ct_peer_t *p = &e->peers[g];
+		if (!p->present || g == e->attr.gid || (p->tm && tm_region_status(p->tm) == GICE_ERR_CANCELED))
+			continue; /* a peer that closed its device is not lost */
+		uint64_t t = atomic_load_explicit(&p->t_rx, memory_order_relaxed);
+		int a = t < heard ? peer_alive(p->pid) : 1;
+		if (a == 0 || a == 2) {
+			gid = g;
+			alive = a;
+			heard = t;
+		}
+	}
+	if (gid == UINT32_MAX && told)
+		return 0;
+	atomic_store_explicit(&e->stuck_told, gid == UINT32_MAX ? 1 : 2, memory_order_relaxed);
+	ct_event_t ev = {.status = gid == UINT32_MAX ? GICE_ERR_CT_STALLED : alive ? GICE_ERR_PEER_HUNG : GICE_ERR_PEER_DEAD,
+			 .reason = gid == UINT32_MAX ? NULL : alive ? "process stopped, not responding (hung)" : "process exited",
+			 .device_gid = e->attr.gid, .peer_gid = gid, .ct = 0, .trigger = UINT32_MAX,
+			 .counter = UINT32_MAX, .waited_ns = held};
+	int len = snprintf(ev.text, sizeof(ev.text), "device %u: ", e->attr.gid);
+	if (gid != UINT32_MAX)
+		len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "peer device %u: %s; ", gid, ev.reason);
+	snprintf(ev.text + len, sizeof(ev.text) - (size_t)len,
+		 "the link has been held for %llu ms (timeout %llu ms) by a call into the fabric provider that does "
+		 "not return (libfabric's shm spins forever on a lock in the shared memory of a process that died or "
+		 "stopped holding it): nothing more is sent or received%s",
+		 (unsigned long long)(held / 1000000), (unsigned long long)(e->timeout_ns / 1000000),
+		 gid == UINT32_MAX ? "; no peer's process has exited or stopped" : ", every wait of the device ends");
+	if (gid != UINT32_MAX) {
+		ct_stat_add(e, CT_STAT_peers_dead, 1);
+		if (e->attr.on_peer_lost)
+			e->attr.on_peer_lost(e->attr.on_peer_lost_arg, &ev);
+		/* the operations cannot be failed one by one (the holder has them): the device
+		 * aborted for the peer (on_peer_lost), so every wait ends with its status */
+		if (tm_region_status(e->attr.tm) != GICE_OK)
+			tm_region_abort(e->attr.tm, ev.status);
+	}
+	gice_error("watchdog", "%s", ev.text);
+	if (cb)
+		cb(&ev, arg);
+	return 1;
+}
+
 int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 {
 	int events = 0;
@@ -159,27 +220,28 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 	/* the link is held for a pass at a time, by whoever steps, often: ask the steppers to
 	 * let go (ct_link_wait_turn) and only then take a busy holder for proof that it moves */
 	if (!ct_link_wait_turn(e, 10000000))
-		return 0;
+		return link_stuck(e, now, cb, arg);
 	/* the time now, under the lock: the peers' stamps (written under it) are not later; a now
 	 * read before a preemption would make a fresh stamp look 2^64 ns old */
 	now = GICE_MAX(now, gice_now_ns());
 	if (since(now, atomic_load_explicit(&e->t_poll, memory_order_relaxed)) > e->timeout_ns / 2) {
 		/* our own link is not being polled (CT 0 stalled): we cannot judge peers */
-		ct_link_unlock(e);
+		ct_link_unlock_watch(e);
 		return 0;
 	}
 	for (uint32_t g = 0; g < e->max_peers; g++) {
 		ct_peer_t *p = &e->peers[g];
 		if (!p->present || p->dead || g == e->attr.gid)
 			continue;
-		if (!p->t_rx)
-			p->t_rx = now; /* the clock starts when we first look */
-		uint64_t silent = since(now, p->t_rx);
+		if (!atomic_load_explicit(&p->t_rx, memory_order_relaxed))
+			atomic_store_explicit(&p->t_rx, now, memory_order_relaxed); /* the clock starts when we first look */
+		uint64_t silent = since(now, atomic_load_explicit(&p->t_rx, memory_order_relaxed));
 		int waiting = p->acked_psn != p->next_psn || p->done_upto != p->next_msg_id;
 		uint64_t stuck = p->acked_psn != p->next_psn ? since(now, p->t_progress) : 0;
 		if (silent <= e->timeout_ns && stuck <= e->timeout_ns) {
-			if (since(now, p->t_tx) >= e->hb_ns && ct_send_ctrl(e, g, CT_PKT_HEARTBEAT, 0, 0, 0) == GICE_OK)
-				p->t_tx = now;
+			/* sent by the next pass (ct_link_heartbeats), not here: see ct_link_unlock_watch */
+			if (since(now, p->t_tx) >= e->hb_ns)
+				p->hb_due = e->hb_due = 1;
 			continue;
 		}
 		if (silent <= e->timeout_ns && !waiting)
@@ -260,8 +322,28 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 			cb(&ev, arg);
 		events++;
 	}
-	ct_link_unlock(e);
+	ct_link_unlock_watch(e);
 	return events;
+}
+
+/* Send the heartbeats the watchdog found due (ct_link_watch): a link pass, under the lock. */
+int ct_link_heartbeats(ct_engine_t *e)
+{
+	int sent = 0, left = 0;
+
+	for (uint32_t g = 0; g < e->max_peers; g++) {
+		ct_peer_t *p = &e->peers[g];
+		if (!p->hb_due)
+			continue;
+		if (p->dead || !p->present || ct_send_ctrl(e, g, CT_PKT_HEARTBEAT, 0, 0, 0) == GICE_OK) {
+			p->hb_due = 0;
+			sent++;
+		} else {
+			left = 1; /* the fabric refused it for now: the next pass tries again */
+		}
+	}
+	e->hb_due = (uint8_t)left;
+	return sent;
 }
 
 /* Device closing: tell every peer, so they stop waiting for us (best effort). Not where

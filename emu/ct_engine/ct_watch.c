@@ -214,6 +214,10 @@ int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 		 * arriving that only it would see */
 		int pending = queued || (c == 0 && (ct_link_busy(e) || e->poll_ns < stall_ns));
 		int stale = now > hb && now - hb > stall_ns;
+		/* CT 0 stuck inside a link pass that does not end (a call into the provider that
+		 * does not return) is the link's to judge: ct_link_watch names what it waits on */
+		if (c == 0 && stale && ct_link_held_stale(e, now))
+			continue;
 
 		if (t->stalled && !stale) {
 			t->stalled = 0;
@@ -234,7 +238,7 @@ int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 				ct_own_drop(t);
 				if (c == 0 && ct_link_trylock(e)) {
 					ct_link_fail_all(e, GICE_ERR_CT_STALLED);
-					ct_link_unlock(e);
+					ct_link_unlock_watch(e);
 				}
 			}
 			continue;
@@ -265,7 +269,7 @@ int ct_engine_watch(ct_engine_t *e, int on_timeout, ct_event_cb cb, void *arg)
 			ct_own_drop(t);
 			if (c == 0 && ct_link_trylock(e)) {
 				ev.n_ops += ct_link_fail_all(e, GICE_ERR_CT_STALLED);
-				ct_link_unlock(e);
+				ct_link_unlock_watch(e);
 			}
 			len += snprintf(ev.text + len, sizeof(ev.text) - (size_t)len, "; %u operation(s) failed with %s",
 					ev.n_ops, gice_status_name(GICE_ERR_CT_STALLED));
