@@ -56,7 +56,7 @@ const gice_param_t ct_params[] = {
 	 "must be the endpoint it came from; packets failing either are dropped and counted (rx_auth_bad); "
 	 "0: neither (to measure the cost; every rank of the job must agree)",
 	 GICE_PARAM_U64, 0, 1},
-	{"GICE_CT_POLL_EVERY", "256",
+	{"GICE_CT_POLL_EVERY", "16",
 	 "a pass of the link polls the fabric only when same-host peers announced packets (their kicks count "
 	 "them), a peer is on another host or the endpoint has work of its own; and every this many passes "
 	 "whatever the counts say; 0: only then (tests use it to show the counts are exact)",
