@@ -311,7 +311,8 @@ struct ct_engine {
 	_Atomic uint64_t t_poll; /* last link progress pass */
 	uint8_t hb_due;          /* some peer's hb_due is set (link lock) */
 	_Atomic int stuck_told;  /* the watchdog's verdict on a link held by a call that does not
-				  * return (ct_link_watch.c): 1 told, 2 told with a lost peer named */
+				  * return (ct_link_watch.c): 1 told, 2 told with a lost peer named;
+				  * 0 again once the watchdog takes the link */
 	_Atomic uint64_t hang_at_ns;
 	pthread_t proxy;         /* fallback host proxy thread */
 	_Atomic int proxy_started;

@@ -221,6 +221,7 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 	 * let go (ct_link_wait_turn) and only then take a busy holder for proof that it moves */
 	if (!ct_link_wait_turn(e, 10000000))
 		return link_stuck(e, now, cb, arg);
+	atomic_store_explicit(&e->stuck_told, 0, memory_order_relaxed); /* it moves: a next stuck spell is told */
 	/* the time now, under the lock: the peers' stamps (written under it) are not later; a now
 	 * read before a preemption would make a fresh stamp look 2^64 ns old */
 	now = GICE_MAX(now, gice_now_ns());
