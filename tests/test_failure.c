@@ -353,9 +353,9 @@ static void wait_for_peer(gice_kctx_t *k, void *arg)
 }
 
 /* Rank 1 of the killed-peer jobs: signals rank 0 once, then waits to be killed (at 2000 ms). */
-static int victim(gice_device_t *d, void *p, const struct shared *all)
+/* Signal rank 0 once (a put of 64 B adding 1 to its counter) and see it completed. */
+static int victim_signal(int rank, gice_device_t *d, void *p, const struct shared *all)
 {
-	int rank = 1; /* for FAILIF */
 	gice_conn_t c;
 	gice_counter_t done;
 
@@ -363,6 +363,14 @@ static int victim(gice_device_t *d, void *p, const struct shared *all)
 	gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p, .bytes = 64, .rkey = all[0].key,
 			.value = 1, .signal = all[0].sig, .signal_flags = GICE_SIGNAL_ADD, .completion = done};
 	FAILIF(gice_post(d, &op) || gice_counter_wait(d, done, GICE_CMP_GE, 1, 5000, NULL), "signal");
+	return 0;
+}
+
+/* Rank 1: signal rank 0 once, then wait to be killed. */
+static int victim(gice_device_t *d, void *p, const struct shared *all)
+{
+	if (victim_signal(1, d, p, all))
+		return 1;
 	sleep(30);
 	return 3;
 }
@@ -445,14 +453,19 @@ static int survivor_fn(int rank, int size)
  * spins forever on a lock a killed process held in its shared memory; here rank 0 holds the
  * link itself, from 200 ms before the kill) when rank 1 is killed at 2000 ms: the watchdog cannot take the link, yet it
  * names the peer dead, and rank 0's wait ends with GICE_ERR_PEER_DEAD within 2x
- * GICE_TIMEOUT_MS of the kill, saying that the link is stuck. */
+ * GICE_TIMEOUT_MS of the kill, saying that the link is stuck. With 3 ranks, rank 2's device is
+ * aborted for a lost peer at 1100 ms and rank 2 dies (as a rank does whose own watchdog named a
+ * peer before its job exited; the verdict is made up here): silent longer than rank 1, yet not
+ * the one named, since it went after the peer it named (its abort status is in its trigger
+ * memory). Rank 1 tolerates lost peers, so that it names none (rank 2) before its kill. */
 static int stuck_link_fn(int rank, int size)
 {
 	gice_device_t *d;
 	void *p;
-	struct shared me, all[2];
+	struct shared me, all[3];
 
-	(void)size;
+	if (rank == 1)
+		setenv("GICE_ON_PEER_DEAD", "tolerate", 1);
 	FAILIF(gice_init(), "init");
 	FAILIF(gice_device_open(NULL, &d), "open");
 	uint64_t t_kill = now_ms() + 2000; /* fault times count from the end of the open */
@@ -461,7 +474,18 @@ static int stuck_link_fn(int rank, int size)
 	FAILIF(gice_allgather(&me, sizeof(me), all), "allgather");
 	if (rank == 1)
 		return victim(d, p, all);
-	FAILIF(gice_counter_wait(d, me.sig, GICE_CMP_GE, 1, 5000, NULL), "first signal");
+	if (rank == 2) {
+		if (victim_signal(rank, d, p, all))
+			return 1;
+		gice_error_info_t info = {.status = GICE_ERR_PEER_DEAD, .reason = "process exited",
+					  .message = "made up by the test", .device = d->gid, .peer = 1,
+					  .peer_rank = 1, .ct = UINT32_MAX, .trigger = UINT32_MAX, .counter = UINT32_MAX};
+		while (now_ms() + 900 < t_kill)
+			usleep(10000);
+		api_device_abort(d, GICE_ERR_PEER_DEAD, &info, 0);
+		raise(SIGKILL);
+	}
+	FAILIF(gice_counter_wait(d, me.sig, GICE_CMP_GE, (uint64_t)size - 1, 5000, NULL), "first signals");
 	/* shortly before the kill (a link held for longer than the timeout with every peer alive
 	 * is told first as a stuck link); from then on no link pass ends */
 	while (now_ms() + 200 < t_kill)
@@ -469,7 +493,7 @@ static int stuck_link_fn(int rank, int size)
 	ct_engine_t *e = d->ct;
 	while (!ct_link_trylock(e))
 		sched_yield();
-	int rc = gice_counter_wait(d, me.sig, GICE_CMP_GE, 2, 20000, NULL);
+	int rc = gice_counter_wait(d, me.sig, GICE_CMP_GE, (uint64_t)size, 20000, NULL);
 	uint64_t t_end = now_ms();
 	fprintf(stderr, "rank 0: wait with the link held ended %lld ms after the kill: %s\n",
 		(long long)t_end - (long long)t_kill, gice_status_name(rc));
@@ -491,11 +515,13 @@ static int stuck_link_fn(int rank, int size)
 START_TEST(test_stuck_link_still_names_the_dead_peer)
 {
 	static const char *const env[] = {"GICE_FAULTS=kill_rank=1@2000ms", "GICE_TIMEOUT_MS=1000", NULL};
-	int st[2];
+	int st[3], n = _i < 2 ? 2 : 3;
 
-	run_job(2, 2, stuck_link_fn, _i ? "tcp" : "shm", env, st, NULL);
+	run_job(n, n, stuck_link_fn, _i & 1 ? "tcp" : "shm", env, st, NULL);
 	ck_assert_int_eq(st[0], 0);
 	ck_assert_int_eq(st[1], 128 + SIGKILL);
+	if (n == 3)
+		ck_assert_int_eq(st[2], 128 + SIGKILL);
 }
 END_TEST
 
@@ -530,7 +556,8 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 60);
 	/* 0 shm, 1 tcp; 2, 3: the same under GICE_ON_PEER_DEAD=tolerate */
 	tcase_add_loop_test(tc, test_killed_peer_ends_waits, 0, 4);
-	tcase_add_loop_test(tc, test_stuck_link_still_names_the_dead_peer, 0, 2); /* shm, tcp */
+	/* shm, tcp; 2, 3: the same with 3 ranks, rank 2 aborted and gone first */
+	tcase_add_loop_test(tc, test_stuck_link_still_names_the_dead_peer, 0, 4);
 	suite_add_tcase(s, tc);
 	return s;
 }

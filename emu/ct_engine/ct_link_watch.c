@@ -168,18 +168,27 @@ static int link_stuck(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 
 	if (held <= e->timeout_ns || told == 2)
 		return 0;
-	/* of the peers whose process exited or stopped, the one silent longest: the first to go
-	 * (the others may have gone since, stuck as we are, or done with their job) */
+	/* of the peers whose process exited or stopped, the first to go. A peer whose device was
+	 * aborted for a lost peer (its own watchdog named one: the status is in its trigger
+	 * memory, written before it exited) went after that one, whatever its silence says (stuck
+	 * as we are, it may have fallen silent before the one it named died): it is named only
+	 * when no other is lost. Among the rest, the one silent longest. */
+	int judged = 1;
 	for (uint32_t g = 0; g < e->max_peers; g++) {
 		const ct_peer_t *p = &e->peers[g];
-		if (!p->present || g == e->attr.gid || (p->tm && tm_region_status(p->tm) == GICE_ERR_CANCELED))
+		int st = p->tm ? tm_region_status(p->tm) : GICE_OK;
+		if (!p->present || g == e->attr.gid || st == GICE_ERR_CANCELED)
 			continue; /* a peer that closed its device is not lost */
 		uint64_t t = atomic_load_explicit(&p->t_rx, memory_order_relaxed);
-		int a = t < heard ? peer_alive(p->pid) : 1;
+		int j = st == GICE_ERR_PEER_DEAD || st == GICE_ERR_PEER_HUNG;
+		if (j > judged || (j == judged && t >= heard))
+			continue;
+		int a = peer_alive(p->pid);
 		if (a == 0 || a == 2) {
 			gid = g;
 			alive = a;
 			heard = t;
+			judged = j;
 		}
 	}
 	if (gid == UINT32_MAX && told)
