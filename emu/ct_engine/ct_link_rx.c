@@ -377,6 +377,11 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	if (h.src_gid < e->max_peers && e->peers[h.src_gid].dead && h.dst_gid == e->attr.gid &&
 	    (h.op == CT_PKT_BYE || h.op == CT_PKT_HEARTBEAT || h.op == CT_PKT_ACK || h.op == CT_PKT_GET_DONE))
 		return; /* late control packets of a peer we gave up on */
+	if (h.op == CT_PKT_HEARTBEAT && h.dst_gid == e->attr.gid && h.src_gid < e->max_peers &&
+	    !e->peers[h.src_gid].present)
+		return; /* early: a peer that wired this device before this device wired it (the
+			 * opens of a job are not a barrier); its watchdog's heartbeat carries nothing
+			 * (our watchdog's clock for it starts at its first look) */
 	if (h.dst_gid != e->attr.gid || h.src_gid >= e->max_peers || !e->peers[h.src_gid].present ||
 	    e->peers[h.src_gid].dead) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_unknown_peer, 1);
