@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Description: every gice-bench sub-command runs, briefly, and prints what docs/gice-bench.md
 # says: the CSV header, then rows of the 9 columns (bench, transport, ranks, bytes, iters and
-# four numbers), one per size or grid; trigger its idle and busy-sms rows and their ratio line
-# (with one SM, the idle row and a line saying why there is no other); rate also its
+# four numbers), one per size or grid (put and get with --check passing); trigger its idle and
+# busy-sms rows and their ratio line (with one SM, the idle row and a line saying why there is
+# no other); get a put-done and a get row and a ratio line per size, in one process and on 2
+# ranks; rate also its
 # '# rate S B window W: N msgs/s' line after each row, in one process and on 2 ranks under
 # gicerun (GICE_PLANE=net); idle and stress their comment lines; file-read and file-write
 # seven and three rows per size; soak its verdict per rank;
@@ -60,6 +62,14 @@ rows trigger "8,180"
 has '^# trigger: busy-sms needs 2 SMs or more \(GICE_SMS=1\)$' 1
 run "put" "$bench" put --csv --iters 100 --sizes 8,4k --check
 rows put "8,100 4096,100"
+run "get" "$bench" get --csv --iters 100 --sizes 8,4k,256k --check
+rows put-done "8,100 4096,100 262144,100"
+rows get "8,100 4096,100 262144,100"
+has '^# get (8|4096|262144) B window 1: p50 [0-9.]+ us, put to completion [0-9.]+ us: [0-9.]+x$' 3
+run "get, 2 ranks" env GICE_PLANE=net "$build/bin/gicerun" -n 2 "$bench" get --csv --sizes 8,64k --window 4 --iters 50 --check
+rows put-done "8,50 65536,50" 2
+rows get "8,50 65536,50" 2
+has '^# get (8|65536) B window 4: p50 [0-9.]+ us, put to completion [0-9.]+ us: [0-9.]+x$' 2
 run "launch" "$bench" launch --csv --iters 100 --blocks 1,2
 rows launch "0,100 0,100"
 run "memcpy" "$bench" memcpy --csv --iters 3 --sizes 8,64k

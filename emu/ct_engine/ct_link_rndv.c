@@ -26,8 +26,8 @@
  *   - put ping-pong, one-way latency:
  *       GICE_PLANE=net|auto FI_TCP_IFACE=lo GICE_CT_RNDV_BYTES=0|1024 build/bin/gicerun -n 2 \
  *         build/bin/gice-bench put --csv --iters 1000 --provider P --sizes 2k,4k,...,1m
- *   - one put or get at a time, issue to completion, and 16 at a time (test_get's measurement):
- *       ... build/bin/gicerun -n 2 build/tests/test_get --bench --window 1|16 --provider P ...
+ *   - one put or get at a time, issue to completion, and 16 at a time:
+ *       ... build/bin/gicerun -n 2 build/bin/gice-bench get --window 1|16 --provider P ...
  * Paths: net, the provider's fi_read (GICE_PLANE=net); plane, the NVLink plane's memcpy, with
  * the control packets over the provider. On the plane a rendezvous get costs no round trip more
  * than packets (the requester copies once the target said yes): gets cross over first. Over

@@ -18,7 +18,8 @@ struct bench_opt {
 	size_t sizes[32];
 	int nsizes;
 	size_t bytes, chunk; /* stress: exchange size and its pieces (0: one put) */
-	uint32_t window;     /* stress, rate: puts (and chunks) in flight */
+	uint32_t window;     /* stress, rate, get: operations (and chunks) in flight */
+	int window_set;      /* --window given (get: 1 without it) */
 	uint64_t seed;       /* stress: sizes and contents */
 	uint64_t timeout_ms; /* stress: every wait */
 	uint32_t blocks[32]; /* launch: grid sizes */
@@ -118,6 +119,7 @@ int bench_modes(int (*fn)(const char *mode));
 /* The sub-commands. */
 int bench_trigger(void);
 int bench_put(void);
+int bench_get(void);   /* bench_get.c */
 int bench_idle(void);
 int bench_memcpy(void);
 int bench_launch(void);

@@ -12,6 +12,9 @@
  *                            device talks through its endpoint): one-way latency = half the
  *                            round trip, MB/s = bytes / one-way time (the fi_pingpong
  *                            convention, so the two compare directly).
+ *   bench_get.c     get      gets of the other device's memory against puts of the same size,
+ *                            each to its completion (--window at a time), in alternating rounds;
+ *                            the target runs no kernel: p50 and p99 of each, and their ratio.
  *   bench_rate.c    rate     windows of put_signals one way between two devices, an ack per
  *                            window (osu_mbw_mr): messages/s and MB/s per size.
  *   bench_file.c    file-read, file-write  the storage path: a file into / out of device memory
@@ -106,6 +109,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: gice-bench trigger|put|idle|memcpy [--csv] [--sizes 8,4096,...] [--iters N] [--provider NAME] "
 		   "[--check] [--stages]\n"
+		   "       gice-bench get [--csv] [--sizes 8,4096,...] [--window N] [--iters N] [--provider NAME] [--check]\n"
 		   "       gice-bench launch [--csv] [--iters N] [--blocks 1,4,...] [--provider NAME]\n"
 		   "       gice-bench rate [--csv] [--sizes 8,4096,...] [--window N] [--iters N] [--provider NAME]\n"
 		   "       gice-bench stress [--csv] [--iters N] [--bytes B] [--chunk B] [--window N] [--seed S] "
@@ -178,6 +182,7 @@ int main(int argc, char **argv)
 			if (parse_num("--window", optarg, 1, 1024, &v))
 				return 2;
 			opt.window = (uint32_t)v;
+			opt.window_set = 1;
 			break;
 		case 'e':
 			if (parse_num("--seed", optarg, 0, UINT64_MAX, &v))
@@ -243,6 +248,8 @@ int main(int argc, char **argv)
 		rc = bench_trigger();
 	else if (!strcmp(argv[optind], "put"))
 		rc = bench_put();
+	else if (!strcmp(argv[optind], "get"))
+		rc = bench_get();
 	else if (!strcmp(argv[optind], "idle"))
 		rc = bench_idle();
 	else if (!strcmp(argv[optind], "memcpy"))
