@@ -78,6 +78,9 @@ struct bench_pair {
 	struct bench_side sd[2];
 };
 
+/* The largest of --sizes (at least 1): each side's buffers are that big; attr's HBM is raised
+ * to hold two of them when the default would not. */
+size_t bench_pair_sizes(gice_device_attr_t *attr);
 /* Open the local side(s) with attr, a stream each (collective across ranks). */
 void bench_pair_open(struct bench_pair *p, const gice_device_attr_t *attr);
 /* Open each local side's connection to the other side. */

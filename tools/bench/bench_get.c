@@ -77,15 +77,10 @@ int bench_get(void)
 	struct ga_pub pub[2];
 	uint8_t *buf[2][2] = {{NULL, NULL}, {NULL, NULL}}, *expect = NULL;
 	long window = opt.window_set ? opt.window : 1;
-	size_t maxb = 0;
+	size_t maxb = bench_pair_sizes(&attr);
 	int failed = 0;
 
 	memset(pub, 0, sizeof(pub));
-	for (int i = 0; i < opt.nsizes; i++)
-		maxb = opt.sizes[i] > maxb ? opt.sizes[i] : maxb;
-	maxb = maxb ? maxb : 1;
-	if (maxb * 2 + (1 << 20) > (64u << 20))
-		attr.hbm_bytes = maxb * 2 + (16u << 20);
 	bench_pair_open(&p, &attr);
 	for (int i = 0; i < 2; i++) { /* side 0: put source, get destination; side 1: landing, served */
 		void *m;

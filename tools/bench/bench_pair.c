@@ -6,6 +6,17 @@
 
 #include "tools/bench/bench.h"
 
+size_t bench_pair_sizes(gice_device_attr_t *attr)
+{
+	size_t maxb = 1;
+
+	for (int i = 0; i < opt.nsizes; i++)
+		maxb = opt.sizes[i] > maxb ? opt.sizes[i] : maxb;
+	if (!attr->hbm_bytes && maxb * 2 + (1 << 20) > (64u << 20))
+		attr->hbm_bytes = maxb * 2 + (16u << 20);
+	return maxb;
+}
+
 void bench_pair_open(struct bench_pair *p, const gice_device_attr_t *attr)
 {
 	memset(p, 0, sizeof(*p));

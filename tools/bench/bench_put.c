@@ -102,17 +102,10 @@ int bench_put(void)
 	struct bench_side *sd = p.sd;
 	struct pub pub[2];
 	uint8_t *src[2] = {NULL, NULL}, *dst[2] = {NULL, NULL};
-	size_t maxb = 0;
+	size_t maxb = bench_pair_sizes(&attr);
 	int failed = 0;
 
 	memset(pub, 0, sizeof(pub));
-	for (int i = 0; i < opt.nsizes; i++)
-		if (opt.sizes[i] > maxb)
-			maxb = opt.sizes[i];
-	if (!maxb)
-		maxb = 1;
-	if (!attr.hbm_bytes && maxb * 2 + (1 << 20) > (64u << 20))
-		attr.hbm_bytes = maxb * 2 + (16u << 20);
 	bench_pair_open(&p, &attr);
 	uint32_t world = p.world, role = p.role;
 	int active = p.active;
