@@ -454,7 +454,7 @@ static int survivor_fn(int rank, int size)
  * link itself, from 200 ms before the kill) when rank 1 is killed at 2000 ms: the watchdog cannot take the link, yet it
  * names the peer dead, and rank 0's wait ends with GICE_ERR_PEER_DEAD within 2x
  * GICE_TIMEOUT_MS of the kill, saying that the link is stuck. With 3 ranks, rank 2's device is
- * aborted for a lost peer at 1100 ms and rank 2 dies (as a rank does whose own watchdog named a
+ * aborted for a lost peer at 1300 ms and rank 2 dies (as a rank does whose own watchdog named a
  * peer before its job exited; the verdict is made up here): silent longer than rank 1, yet not
  * the one named, since it went after the peer it named (its abort status is in its trigger
  * memory). Rank 1 tolerates lost peers, so that it names none (rank 2) before its kill. */
@@ -480,7 +480,10 @@ static int stuck_link_fn(int rank, int size)
 		gice_error_info_t info = {.status = GICE_ERR_PEER_DEAD, .reason = "process exited",
 					  .message = "made up by the test", .device = d->gid, .peer = 1,
 					  .peer_rank = 1, .ct = UINT32_MAX, .trigger = UINT32_MAX, .counter = UINT32_MAX};
-		while (now_ms() + 900 < t_kill)
+		/* at 1300 ms: its last packet (a heartbeat at least every quarter timeout and
+		 * watchdog period, 350 ms) is older than rank 1's, which come until rank 0 holds
+		 * the link at 1800; and rank 2 is not silent for the timeout before then */
+		while (now_ms() + 700 < t_kill)
 			usleep(10000);
 		api_device_abort(d, GICE_ERR_PEER_DEAD, &info, 0);
 		raise(SIGKILL);
