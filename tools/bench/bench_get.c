@@ -143,7 +143,7 @@ int bench_get(void)
 				double mb = (double)bytes * (double)window / (sum / (double)n / 1000.0);
 				p50[g] = pct(lat[g], n, 0.5);
 				row(g ? "get" : "put-done", transport, (int)p.world, bytes, n, p50[g], pct(lat[g], n, 0.99), mb,
-				    mb);
+				    mb * p.pairs);
 			}
 			if (!failed)
 				printf("# get %zu B window %ld: p50 %.3f us, put to completion %.3f us: %.2fx\n", bytes, window,
