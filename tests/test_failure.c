@@ -352,7 +352,6 @@ static void wait_for_peer(gice_kctx_t *k, void *arg)
 	atomic_store(&w->t_end, now_ms()); /* after rc: whoever sees t_end sees rc */
 }
 
-/* Rank 1 of the killed-peer jobs: signals rank 0 once, then waits to be killed (at 2000 ms). */
 /* Signal rank 0 once (a put of 64 B adding 1 to its counter) and see it completed. */
 static int victim_signal(int rank, gice_device_t *d, void *p, const struct shared *all)
 {
@@ -366,7 +365,7 @@ static int victim_signal(int rank, gice_device_t *d, void *p, const struct share
 	return 0;
 }
 
-/* Rank 1: signal rank 0 once, then wait to be killed. */
+/* Rank 1 of the killed-peer jobs: signals rank 0 once, then waits to be killed (at 2000 ms). */
 static int victim(gice_device_t *d, void *p, const struct shared *all)
 {
 	if (victim_signal(1, d, p, all))
