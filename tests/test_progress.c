@@ -14,7 +14,12 @@
  *   longer counted awake: a put that reaches its device while it computes rings CT 0; and when
  *   one stopped waiting owing the sender an ack (the put it waited for), its CT 0 asleep for
  *   GICE_CT_POLL_US, the sender pokes that CT 0 once the ack is overdue, so the put completes
- *   in milliseconds (ct_poke_silent).
+ *   in milliseconds (ct_poke_silent);
+ * - leases: a kernel that issues requests holds its device's lease (GICE_CT_LEASE_US): a put that
+ *   reaches the device meanwhile wakes no CT (kicks_leased), the kernel takes it in at its next
+ *   request, and lands while the kernel still issues though CT 0 would not look for seconds;
+ *   and a put that reaches a device whose kernel issued once and then computes lands when the
+ *   lease lapses (the sender nudges: not sooner, and not at CT 0's next poll seconds later).
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. */
 #include <check.h>
@@ -26,12 +31,14 @@
 #include "api/gice.h"
 #include "tests/test_util.h"
 
-static uint64_t now_ms(void)
+static uint64_t now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
+
+static uint64_t now_ms(void) { return now_us() / 1000u; }
 
 #define BUF (1024u * 1024u)
 #define ITERS 200
@@ -374,6 +381,152 @@ START_TEST(an_ack_owed_by_a_kernel_that_computes_is_poked_out)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- leases */
+
+struct issuer {
+	_Atomic int stop;   /* the host's: the kernel may end */
+	_Atomic int rc;
+	_Atomic long puts;  /* requests the kernel issued */
+	_Atomic long landed; /* the kernel saw the host's signal after this many requests */
+	gice_counter_t ctr; /* the counter its requests add to */
+};
+
+/* Issue requests (counter adds: they complete at once, on this device) until the host's put to
+ * this device (dev[1]) has signalled sig[1], looking at the signal without waiting (no step:
+ * only the requests' own look can take the put in). */
+static void issue_kernel(gice_kctx_t *k, void *arg)
+{
+	struct issuer *s = *(struct issuer **)arg;
+	gice_op_t op = {.type = GICE_OP_COUNTER_ADD, .signal = s->ctr, .value = 1, .completion = GICE_NO_COUNTER};
+	uint64_t t0 = now_ms();
+
+	while (now_ms() - t0 < test_scaled(20000)) {
+		int rc = gice_issue(k, &op);
+		if (rc) {
+			atomic_store(&s->rc, rc);
+			return;
+		}
+		long n = atomic_fetch_add(&s->puts, 1) + 1;
+		if (gice_signal_test(k, sig[1], GICE_CMP_GE, 1) == 1) {
+			atomic_store(&s->landed, n);
+			break;
+		}
+		for (uint64_t t = now_us(); now_us() - t < 20;) /* compute a little */
+			;
+	}
+	while (!atomic_load(&s->stop) && now_ms() - t0 < test_scaled(20000))
+		;
+}
+
+/* Leases: CT 0 of dev[1] polls every 10 s at most (GICE_CT_POLL_US) and no timer of its comes
+ * sooner (GICE_RTO_MIN_US: its backstop sleeps a quarter of it), so only its kernel's lease, or
+ * the end of it, moves packets to it. open_lease_pair waits out the watchdog's first look, which
+ * finds a heartbeat due to each new peer and rings CT 0 to send it (the next is due in 15 s). */
+static void open_lease_pair(const char *lease_us)
+{
+	setenv("GICE_CT_LEASE_US", lease_us, 1);
+	setenv("GICE_CT_POLL_US", "10000000", 1);
+	setenv("GICE_RTO_MIN_US", "10000000", 1);
+	setenv("GICE_CT_SPIN_US", "0", 1);     /* CTs sleep as soon as they are idle */
+	setenv("GICE_TIMEOUT_MS", "60000", 1); /* the watchdog stays out of it */
+	setenv("GICE_PLANE", "net", 1);        /* packets, kicked, not the NVLink plane */
+	n_cts = 1;
+	open_pair();
+	usleep(300000); /* the watchdog looks every 100 ms */
+}
+
+START_TEST(an_issuing_kernel_takes_in_what_arrives)
+{
+	struct issuer s = {0}, *sp = &s;
+
+	open_lease_pair("60000000"); /* the kernel's lease lasts a minute */
+	ck_assert_int_eq(gice_counter_alloc(dev[1], &s.ctr), GICE_OK);
+	ck_assert_int_eq(gice_launch(strm[1], issue_kernel, 1, &sp, sizeof(sp)), GICE_OK);
+	while (atomic_load(&s.puts) < 100)
+		usleep(1000); /* the kernel issues */
+	buf[0][512] = 0x6b;
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0], .local = buf[0] + 512, .bytes = 1, .rkey = key[1],
+			.roff = 512, .value = 1, .signal = sig[1], .signal_flags = GICE_SIGNAL_ADD,
+			.completion = GICE_NO_COUNTER};
+	gice_stats_t st;
+	uint64_t t0 = now_ms();
+	ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+	/* the put's kick went to the lease: from then on, the kernel's next request takes it in */
+	do
+		ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	while (!st.kicks_leased && now_ms() - t0 < test_scaled(5000));
+	long kicked = atomic_load(&s.puts);
+	/* CT 0 of dev[1] has nothing in flight: it would look in 10 s. Else only the watchdog looks
+	 * sooner (it rings CT 0 when a request found the link in its hands), a lottery every 100 ms */
+	int rc = gice_counter_wait(dev[1], sig[1], GICE_CMP_GE, 1, test_scaled(2000), NULL);
+	uint64_t ms = now_ms() - t0;
+	atomic_store(&s.stop, 1);
+	ck_assert_int_eq(gice_stream_sync(strm[1], test_scaled(30000)), GICE_OK);
+	ck_assert_msg(rc == GICE_OK, "the put to a device whose kernel issues did not land in %llu ms: %s",
+		      (unsigned long long)ms, gice_status_name(rc));
+	ck_assert_int_eq(atomic_load(&s.rc), GICE_OK);
+	ck_assert_uint_eq(buf[1][512], 0x6b);
+	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	ck_assert_uint_ge(st.kicks_leased, 1);
+	ck_assert_uint_eq(gice_counter_read(dev[1], s.ctr), (uint64_t)atomic_load(&s.puts));
+	long after = atomic_load(&s.landed) - kicked;
+	fprintf(stderr, "lease: a put landed in %llu ms while the kernel issued, %ld requests after its kick; dev 0: "
+		"%llu kicks leased, %llu woke\n", (unsigned long long)ms, after, (unsigned long long)st.kicks_leased,
+		(unsigned long long)st.kicks_woke);
+	/* at 20 µs a request, 1000 are 20 ms of the host noticing the kick late */
+	ck_assert_msg(atomic_load(&s.landed) > 0 && after <= 1000,
+		      "the kernel issued %ld requests after the put's kick before it landed: they do not look at the link",
+		      after);
+	close_pair();
+}
+END_TEST
+
+/* Add 1 to s->ctr (a request that completes at once, on this device), then compute. */
+static void issue_once_kernel(gice_kctx_t *k, void *arg)
+{
+	struct issuer *s = *(struct issuer **)arg;
+	gice_op_t op = {.type = GICE_OP_COUNTER_ADD, .signal = s->ctr, .value = 1, .completion = GICE_NO_COUNTER};
+	uint64_t t0 = now_ms();
+
+	atomic_store(&s->rc, gice_issue(k, &op));
+	while (!atomic_load(&s->stop) && now_ms() - t0 < test_scaled(20000))
+		;
+}
+
+START_TEST(a_lapsed_lease_is_nudged)
+{
+	struct issuer s = {0}, *sp = &s;
+
+	open_lease_pair("500000"); /* half a second */
+	ck_assert_int_eq(gice_counter_alloc(dev[1], &s.ctr), GICE_OK);
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0], .local = buf[0], .bytes = 8, .rkey = key[1],
+			.roff = 64, .value = 1, .signal = sig[1], .signal_flags = GICE_SIGNAL_ADD,
+			.completion = GICE_NO_COUNTER};
+	ck_assert_int_eq(gice_launch(strm[1], issue_once_kernel, 1, &sp, sizeof(sp)), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[1], s.ctr, GICE_CMP_GE, 1, test_scaled(5000), NULL), GICE_OK);
+	uint64_t t0 = now_ms();
+	ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
+	int rc = gice_counter_wait(dev[1], sig[1], GICE_CMP_GE, 1, test_scaled(3000), NULL);
+	uint64_t ms = now_ms() - t0;
+	atomic_store(&s.stop, 1);
+	ck_assert_int_eq(gice_stream_sync(strm[1], test_scaled(30000)), GICE_OK);
+	ck_assert_int_eq(atomic_load(&s.rc), GICE_OK);
+	/* unnudged, CT 0 of dev[1] would find it at its next poll: 10 s */
+	ck_assert_msg(rc == GICE_OK, "a put to a device whose lease lapsed did not land in %llu ms: %s",
+		      (unsigned long long)ms, gice_status_name(rc));
+	/* the lease took the kick: nothing looked before it ended (half a second after the kernel's
+	 * request, which the host saw complete before it posted) */
+	ck_assert_msg(ms >= 250, "the put landed after %llu ms, before the lease lapsed", (unsigned long long)ms);
+	gice_stats_t st;
+	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	ck_assert_uint_ge(st.kicks_leased, 1);
+	ck_assert_uint_ge(st.kicks_woke, 1); /* the nudge at the end of the lease */
+	fprintf(stderr, "lease: a put to a device whose kernel computes landed in %llu ms (lease 500 ms)\n",
+		(unsigned long long)ms);
+	close_pair();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("progress");
@@ -391,6 +544,8 @@ int main(void)
 	tcase_add_test(tc, an_idle_device_of_the_same_process_is_kicked);
 	tcase_add_test(tc, a_kernel_that_stopped_waiting_is_not_awake);
 	tcase_add_test(tc, an_ack_owed_by_a_kernel_that_computes_is_poked_out);
+	tcase_add_test(tc, an_issuing_kernel_takes_in_what_arrives);
+	tcase_add_test(tc, a_lapsed_lease_is_nudged);
 	suite_add_tcase(s, tc);
 	srunner_run_all(sr, CK_NORMAL);
 	rc = test_exit(sr);

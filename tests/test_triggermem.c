@@ -495,29 +495,69 @@ START_TEST(test_kick_counts_and_rings_when_no_one_is_awake)
 	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 0);
 	tm_doorbell_awake(r, 0, 1);
 	uint32_t s = tm_doorbell_seq(r, 0);
-	tm_doorbell_kick(r, 0, 3);
+	tm_doorbell_kick(r, 0, 3, NULL);
 	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 3);
 	ck_assert_uint_eq(tm_doorbell_seq(r, 0), s); /* someone awake: no ring */
 	tm_doorbell_awake(r, 0, -1);
-	tm_doorbell_kick(r, 0, 2);
+	tm_doorbell_kick(r, 0, 2, NULL);
 	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 5);
 	ck_assert_uint_ne(tm_doorbell_seq(r, 0), s); /* no one awake: rung */
 	s = tm_doorbell_seq(r, 0);
 	ck_assert_uint_eq(tm_doorbell_pokes(r, 0), 0);
-	tm_doorbell_kick(r, 0, 0); /* a poke: counted apart from the pieces, and rung */
+	tm_doorbell_kick(r, 0, 0, NULL); /* a poke: counted apart from the pieces, and rung */
 	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 5);
 	ck_assert_uint_eq(tm_doorbell_pokes(r, 0), 1);
 	ck_assert_uint_ne(tm_doorbell_seq(r, 0), s);
 	tm_doorbell_awake(r, 0, 1);
 	s = tm_doorbell_seq(r, 0);
-	tm_doorbell_kick(r, 0, 0); /* someone awake: counted for it to see, not rung */
+	tm_doorbell_kick(r, 0, 0, NULL); /* someone awake: counted for it to see, not rung */
 	ck_assert_uint_eq(tm_doorbell_pokes(r, 0), 2);
 	ck_assert_uint_eq(tm_doorbell_seq(r, 0), s);
-	tm_doorbell_kick(r, 0, 4);
+	tm_doorbell_kick(r, 0, 4, NULL);
 	ck_assert_uint_eq(tm_doorbell_pokes(r, 0), 2);
 	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 9);
 	ck_assert_uint_eq(tm_doorbell_sent(r, 1), 0); /* per CT */
 	ck_assert_uint_eq(tm_doorbell_pokes(r, 1), 0);
+	tm_region_destroy(r);
+}
+END_TEST
+
+/* A lease (a kernel issuing nearby) takes the kicks that would ring: kick and nudge return its
+ * end instead, until it lapses; someone awake still takes them first; the lease moves only by
+ * more than half its length. */
+START_TEST(test_lease_takes_kicks_until_it_lapses)
+{
+	tm_region_t *r = mk(64, 2, 8);
+	uint64_t now = gice_now_ns(), len = 2000000000ull; /* 2 s: the test never sees it lapse */
+
+	ck_assert_uint_eq(tm_doorbell_nudge(r, 0, NULL), 0); /* no lease: nothing to wait for */
+	tm_doorbell_lease(r, 0, now, len);
+	uint32_t s = tm_doorbell_seq(r, 0);
+	ck_assert_uint_eq(tm_doorbell_kick(r, 0, 3, NULL), now + len);
+	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 3); /* counted: the lease holder's look finds it */
+	ck_assert_uint_eq(tm_doorbell_seq(r, 0), s);  /* not rung */
+	ck_assert_uint_eq(tm_doorbell_kick(r, 0, 0, NULL), now + len); /* a poke as well */
+	ck_assert_uint_eq(tm_doorbell_nudge(r, 0, NULL), now + len);
+	ck_assert_uint_eq(tm_doorbell_seq(r, 0), s);
+	tm_doorbell_lease(r, 0, now + len / 2 - 1, len); /* not past half: unchanged */
+	ck_assert_uint_eq(tm_doorbell_nudge(r, 0, NULL), now + len);
+	tm_doorbell_lease(r, 0, now + len / 2 + 1, len); /* extended */
+	ck_assert_uint_eq(tm_doorbell_nudge(r, 0, NULL), now + len / 2 + 1 + len);
+	tm_doorbell_awake(r, 0, 1); /* someone awake: nothing left to nudge */
+	ck_assert_uint_eq(tm_doorbell_kick(r, 0, 1, NULL), 0);
+	ck_assert_uint_eq(tm_doorbell_seq(r, 0), s);
+	tm_doorbell_awake(r, 0, -1);
+	ck_assert_uint_eq(tm_doorbell_nudge(r, 1, NULL), 0); /* per CT: CT 1 has none */
+	tm_region_destroy(r);
+	/* lapsed: the kick rings, and so does a nudge */
+	r = mk(64, 2, 8);
+	tm_doorbell_lease(r, 0, gice_now_ns() - 2000000, 1000000); /* ended a millisecond ago */
+	s = tm_doorbell_seq(r, 0);
+	ck_assert_uint_eq(tm_doorbell_kick(r, 0, 1, NULL), 0);
+	ck_assert_uint_ne(tm_doorbell_seq(r, 0), s);
+	s = tm_doorbell_seq(r, 0);
+	ck_assert_uint_eq(tm_doorbell_nudge(r, 0, NULL), 0);
+	ck_assert_uint_ne(tm_doorbell_seq(r, 0), s);
 	tm_region_destroy(r);
 }
 END_TEST
@@ -735,6 +775,7 @@ int main(void)
 	add(s, "watch_dirty_doorbell", test_watch_dirty_doorbell);
 	add(s, "dirty_take_many", test_dirty_take_many);
 	add(s, "kick_counts_and_rings_when_no_one_is_awake", test_kick_counts_and_rings_when_no_one_is_awake);
+	add(s, "lease_takes_kicks_until_it_lapses", test_lease_takes_kicks_until_it_lapses);
 	add(s, "doorbell_sleep", test_doorbell_sleep);
 	add(s, "queue_order_and_full", test_queue_order_and_full);
 	add(s, "queue_mpsc", test_queue_mpsc);

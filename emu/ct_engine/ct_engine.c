@@ -61,6 +61,11 @@ const gice_param_t ct_params[] = {
 	 "them), a peer is on another host or the endpoint has work of its own; and every this many passes "
 	 "whatever the counts say; 0: only then (tests use it to show the counts are exact)",
 	 GICE_PARAM_U64, 0, 1u << 20},
+	{"GICE_CT_LEASE_US", "10",
+	 "a kernel that queues a request counts for this long as looking at its device's link (it does at its "
+	 "next request if anything arrived): same-host peers' packets meanwhile do not wake its CT 0 unless the "
+	 "kernel has not come back by then (microseconds; 0: they always do)",
+	 GICE_PARAM_U64, 0, 60000000},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
@@ -154,6 +159,9 @@ static int read_params(ct_engine_t *e)
 	if ((rc = gice_param_u64(&ct_params[15], &v[0])))
 		return rc;
 	e->poll_every = (uint32_t)v[0];
+	if ((rc = gice_param_u64(&ct_params[16], &v[0])))
+		return rc;
+	e->lease_ns = v[0] * 1000;
 	w = gice_param_str(&ct_params[9]);
 	if (sscanf(w, "%u,%u,%u,%u", &e->weights[0], &e->weights[1], &e->weights[2], &e->weights[3]) != 4) {
 		gice_error("ct", "GICE_QOS_WEIGHTS=\"%s\" is not four comma-separated numbers", w);

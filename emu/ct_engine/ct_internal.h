@@ -100,6 +100,7 @@ typedef struct { /* link-private (under the link lock) */
 	uint8_t kick;          /* in e->kick for this pass */
 	uint32_t serving;      /* GET_GOs sent it over the provider, their GET_DONE not yet here */
 	uint32_t kick_pkts;    /* packets sent to it since its last kick (tm_doorbell_kick counts them) */
+	uint64_t kick_due;     /* a kick its kernel's lease took: nudge it then (ct_kick), 0: none */
 	uint32_t sig_recent[CT_SIG_RECENT]; /* counters its signals set here lately (fail them if
 					       it dies: their waiters would wait for nothing) */
 	uint32_t sig_next;
@@ -255,6 +256,10 @@ struct ct_engine {
 	uint32_t kick[16];        /* peers sent to in this pass whose CT 0 may sleep (same host) */
 	uint32_t n_kick;
 	uint8_t kick_overflow;    /* more than kick[] holds: kick_peers scans every peer */
+	/* peers with a kick to nudge (kick_due), and the earliest due; atomic: CT 0's sleep reads
+	 * it (ct_link_needs_timer) */
+	_Atomic uint32_t n_kick_due;
+	uint64_t kick_next_ns;
 	/* packets taken in from same-host peers (their kicks count what they sent: ct_step.c), and
 	 * peers elsewhere, whose packets no one counts; read without the lock */
 	_Atomic uint32_t rx_local, n_remote;
@@ -262,6 +267,7 @@ struct ct_engine {
 	uint32_t poll_turn;          /* passes since the last one that polled (link holder) */
 	uint32_t poll_every;         /* GICE_CT_POLL_EVERY: a pass polls at least this often (0: never
 					unless announced) */
+	uint64_t lease_ns;           /* GICE_CT_LEASE_US: a kernel's request holds its lease this long */
 	/* rendezvous gets peers read from this device over the provider, not yet ended
 	 * (GET_DONE), and until when that keeps CT 0 polling (ct_link_serving) */
 	_Atomic uint32_t serving;
@@ -466,6 +472,13 @@ int ct_link_needs_timer(struct ct_engine *e);
  * counted in their kicks taken in, every poke seen, and no peer elsewhere (no one counts
  * theirs). Read without the link lock. */
 int ct_link_nothing_announced(struct ct_engine *e);
+/* Kick same-host peer p's CT 0: n packets sent it, or a poke (0). A kick its kernel's lease takes
+ * (tm_doorbell_lease: the kernel is issuing and looks at its link itself) is nudged at the
+ * lease's end by the passes of this link, until it rings or someone there is awake. */
+void ct_kick(struct ct_engine *e, ct_peer_t *p, uint32_t n);
+/* Nudge every such kick now, ringing those a lease still takes: for a kernel that stops
+ * stepping, which would otherwise leave them to a timer of CT 0's. */
+void ct_link_settle(struct ct_engine *e);
 void ct_complete_msg(struct ct_engine *e, uint32_t idx);
 /* ct_link_tx.c: the MPG and everything sent */
 int ct_send_pending(struct ct_engine *e);

@@ -15,11 +15,13 @@
 
 int ct_link_busy(ct_engine_t *e)
 {
-	/* a delayed ack, a bundle the fabric refused for now, or a peer's read of our memory
-	 * (ct_serve_start) is link work too: CT 0 keeps polling until it has gone out */
+	/* a delayed ack, a bundle the fabric refused for now, a kick to nudge (ct_kick) or a peer's
+	 * read of our memory (ct_serve_start) is link work too: CT 0 keeps polling until it has
+	 * gone out */
 	return atomic_load_explicit(&e->msgs_live, memory_order_relaxed) != 0 ||
 	       atomic_load_explicit(&e->acks_delayed, memory_order_relaxed) != 0 ||
 	       atomic_load_explicit(&e->bundle_held, memory_order_relaxed) != 0 ||
+	       atomic_load_explicit(&e->n_kick_due, memory_order_relaxed) != 0 ||
 	       atomic_load_explicit(&e->serving, memory_order_relaxed) != 0;
 }
 
@@ -28,11 +30,12 @@ int ct_link_needs_timer(ct_engine_t *e)
 	/* None for messages in flight to same-host peers, nor the acks we owe them: their answers
 	 * ring CT 0 when no one polls (tm_doorbell_kick), and so do their pokes for an overdue ack
 	 * (ct_poke_silent). Everything else does: sends and reads of the endpoint's own that the
-	 * provider completes only while we poll, a bundle it refused, a peer's read of our memory,
-	 * a held endpoint, and the timers of the reliable mode or the traffic of peers elsewhere
+	 * provider completes only while we poll, a bundle it refused, a kick to nudge at the end of
+	 * a peer's lease (ct_kick), a peer's read of our memory, a held endpoint, and the timers of the reliable mode or the traffic of peers elsewhere
 	 * (no one counts or pokes there). */
 	return atomic_load_explicit(&e->ep_busy, memory_order_relaxed) ||
 	       atomic_load_explicit(&e->bundle_held, memory_order_relaxed) ||
+	       atomic_load_explicit(&e->n_kick_due, memory_order_relaxed) ||
 	       atomic_load_explicit(&e->serving, memory_order_relaxed) ||
 	       atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed) ||
 	       ((atomic_load_explicit(&e->reliable, memory_order_relaxed) ||
@@ -105,6 +108,63 @@ void ct_complete_msg(ct_engine_t *e, uint32_t idx)
 	ct_msg_release(e, idx);
 }
 
+/* ---------------------------------------------------------------- kicks */
+
+void ct_kick(ct_engine_t *e, ct_peer_t *p, uint32_t n)
+{
+	int woke;
+	uint64_t due = tm_doorbell_kick(p->tm, 0, n, &woke);
+
+	if (gice_likely(!due)) {
+		if (woke)
+			ct_stat_add(e, CT_STAT_kicks_woke, 1);
+		return;
+	}
+	ct_stat_add(e, CT_STAT_kicks_leased, 1);
+	if (!p->kick_due)
+		atomic_fetch_add_explicit(&e->n_kick_due, 1, memory_order_relaxed);
+	else if (p->kick_due <= due)
+		return; /* an earlier nudge covers this one */
+	p->kick_due = due;
+	if (!e->kick_next_ns || due < e->kick_next_ns)
+		e->kick_next_ns = due;
+}
+
+/* The kicks leases took, at their end: ring the peers whose kernel has not come back since (no
+ * one awake there), nudge again those whose lease was renewed. A peer that closed meanwhile needs
+ * none. now: every one, and those whose lease still runs are rung (ct_link_settle). */
+static void nudge_due(ct_engine_t *e, int now_all)
+{
+	uint64_t now = gice_now_ns(), next = 0;
+	uint32_t left = 0;
+
+	if (now < e->kick_next_ns && !now_all)
+		return;
+	for (uint32_t g = 0; g < e->max_peers; g++) {
+		ct_peer_t *p = &e->peers[g];
+		int woke = 0;
+		if (!p->kick_due)
+			continue;
+		if (!p->tm || p->dead)
+			p->kick_due = 0;
+		else if (p->kick_due <= now || now_all)
+			p->kick_due = tm_doorbell_nudge(p->tm, 0, &woke);
+		if (p->kick_due && now_all) {
+			woke = tm_doorbell_ring(p->tm, 0);
+			p->kick_due = 0;
+		}
+		if (woke)
+			ct_stat_add(e, CT_STAT_kicks_woke, 1);
+		if (p->kick_due) {
+			left++;
+			if (!next || p->kick_due < next)
+				next = p->kick_due;
+		}
+	}
+	e->kick_next_ns = next;
+	atomic_store_explicit(&e->n_kick_due, left, memory_order_relaxed);
+}
+
 /* ---------------------------------------------------------------- progress */
 
 /* Same-host peers we sent to whose link no one polls now (their CT 0 sleeps): ring it, as a NIC
@@ -121,7 +181,7 @@ static int kick_one(ct_engine_t *e, uint32_t gid)
 		return 1;
 	p->kick = 0;
 	if (p->tm)
-		tm_doorbell_kick(p->tm, 0, p->kick_pkts);
+		ct_kick(e, p, p->kick_pkts);
 	p->kick_pkts = 0;
 	return 0;
 }
@@ -176,6 +236,8 @@ static int link_pass(ct_engine_t *e, int mode)
 			ct_bundle_flush(e);
 		if (e->n_kick || e->kick_overflow)
 			kick_peers(e);
+		if (gice_unlikely(atomic_load_explicit(&e->n_kick_due, memory_order_relaxed)))
+			nudge_due(e, 0);
 		if (work)
 			note_busy(e);
 		return work;
@@ -228,6 +290,8 @@ static int link_pass(ct_engine_t *e, int mode)
 	ct_bundle_flush(e);
 	if (e->n_kick || e->kick_overflow)
 		kick_peers(e);
+	if (gice_unlikely(atomic_load_explicit(&e->n_kick_due, memory_order_relaxed)))
+		nudge_due(e, 0);
 	if (work || polled) /* nothing sent or polled: the endpoint is as the last pass left it */
 		note_busy(e);
 	return work;
@@ -261,6 +325,17 @@ static int progress(ct_engine_t *e, int mode)
 }
 
 int ct_link_progress(ct_engine_t *e) { return progress(e, PASS_FULL); }
+
+void ct_link_settle(ct_engine_t *e)
+{
+	if (!atomic_load_explicit(&e->n_kick_due, memory_order_relaxed) ||
+	    atomic_load_explicit(&e->link_turn, memory_order_relaxed) || !ct_link_trylock(e))
+		return; /* none, or the link's holder nudges them (or CT 0 does, on its timer) */
+	nudge_due(e, 1);
+	atomic_store_explicit(&e->link_lock, 0, memory_order_seq_cst);
+	if (atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
+		ct_link_progress(e);
+}
 int ct_link_look(ct_engine_t *e) { return progress(e, PASS_LOOK); }
 int ct_link_send(ct_engine_t *e) { return progress(e, PASS_SEND); }
 

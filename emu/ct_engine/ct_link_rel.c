@@ -179,7 +179,7 @@ int ct_poke_silent(ct_engine_t *e, uint64_t now)
 		if (now - p->tx[p->acked_psn & p->tx_mask].t_tx < 2 * delay || now - p->t_poke < delay)
 			continue;
 		p->t_poke = now;
-		tm_doorbell_kick(p->tm, 0, 0);
+		ct_kick(e, p, 0);
 		n++;
 	}
 	return n;

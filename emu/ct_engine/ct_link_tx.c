@@ -55,7 +55,7 @@ int ct_bundle_flush(ct_engine_t *e)
 	if (rc == GICE_ERR_AGAIN || atomic_load_explicit(&e->bundle_held, memory_order_relaxed)) {
 		atomic_store_explicit(&e->bundle_held, rc == GICE_ERR_AGAIN, memory_order_relaxed);
 		if (p->tm)
-			tm_doorbell_kick(p->tm, 0, 0);
+			ct_kick(e, p, 0);
 	}
 	if (rc == GICE_OK) {
 		e->bundle_len = 0;

@@ -46,7 +46,9 @@ struct tm_doorbell {
 	_Atomic uint32_t polling;  /* the sleeper waits in poll() (tm_doorbell_sleep_fd), not on seq */
 	_Atomic uint32_t sent;     /* pieces of work published by kicks (tm_doorbell_kick) */
 	_Atomic uint32_t pokes;    /* kicks that published nothing: look anyway (tm_doorbell_kick) */
-	uint8_t pad[40];
+	_Atomic uint64_t lease_ns; /* until then a thread comes back to the CT's work unasked
+				    * (tm_doorbell_lease) */
+	uint8_t pad[32];
 };
 _Static_assert(sizeof(struct tm_doorbell) == GICE_CACHELINE, "doorbell is one cache line");
 

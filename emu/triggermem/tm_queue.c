@@ -35,7 +35,7 @@ static inline _Atomic uint64_t *dirty_words(const tm_region_t *r, uint32_t ct)
 
 /* ---- dirty bitmaps and doorbells ---- */
 
-void tm_doorbell_ring(tm_region_t *r, uint32_t ct)
+int tm_doorbell_ring(tm_region_t *r, uint32_t ct)
 {
 	struct tm_doorbell *db = bell(r, ct);
 
@@ -43,10 +43,10 @@ void tm_doorbell_ring(tm_region_t *r, uint32_t ct)
 	 * (see the protocol at the top), and releases everything written before the ring. */
 	atomic_fetch_add_explicit(&db->seq, 1, memory_order_seq_cst);
 	if (!atomic_load_explicit(&db->sleeping, memory_order_seq_cst))
-		return;
+		return 0;
 	if (!atomic_load_explicit(&db->polling, memory_order_seq_cst)) {
 		gice_futex_wake(&db->seq, INT_MAX);
-		return;
+		return 1;
 	}
 	int e1 = atomic_load_explicit(&r->efd1[ct], memory_order_acquire);
 	if (e1) { /* asleep in poll() in this process; from another it wakes at its timeout */
@@ -54,6 +54,7 @@ void tm_doorbell_ring(tm_region_t *r, uint32_t ct)
 		if (write(e1 - 1, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			gice_warn("tm", "doorbell eventfd write: %s", strerror(errno));
 	}
+	return e1 != 0;
 }
 
 uint32_t tm_doorbell_seq(const tm_region_t *r, uint32_t ct)
@@ -68,13 +69,45 @@ void tm_doorbell_awake(tm_region_t *r, uint32_t ct, int delta)
 	atomic_fetch_add_explicit(&bell(r, ct)->awake, (uint32_t)delta, memory_order_seq_cst);
 }
 
-void tm_doorbell_kick(tm_region_t *r, uint32_t ct, uint32_t n)
+void tm_doorbell_lease(tm_region_t *r, uint32_t ct, uint64_t now_ns, uint64_t len_ns)
+{
+	struct tm_doorbell *db = bell(r, ct);
+
+	/* relaxed: a kicker that reads an older end rings (a ring too many), one that reads this
+	 * one nudges at its end (the work is found before, or the nudge rings) */
+	if (now_ns + len_ns / 2 > atomic_load_explicit(&db->lease_ns, memory_order_relaxed))
+		atomic_store_explicit(&db->lease_ns, now_ns + len_ns, memory_order_relaxed);
+}
+
+uint64_t tm_doorbell_lease_end(const tm_region_t *r, uint32_t ct)
+{
+	return atomic_load_explicit(&bell(r, ct)->lease_ns, memory_order_relaxed);
+}
+
+uint64_t tm_doorbell_nudge(tm_region_t *r, uint32_t ct, int *woke)
+{
+	struct tm_doorbell *db = bell(r, ct);
+	int w = 0;
+	uint64_t until = 0;
+
+	if (!atomic_load_explicit(&db->awake, memory_order_seq_cst)) {
+		until = atomic_load_explicit(&db->lease_ns, memory_order_relaxed);
+		if (!until || until <= gice_now_ns()) {
+			until = 0;
+			w = tm_doorbell_ring(r, ct);
+		}
+	}
+	if (woke)
+		*woke = w;
+	return until;
+}
+
+uint64_t tm_doorbell_kick(tm_region_t *r, uint32_t ct, uint32_t n, int *woke)
 {
 	struct tm_doorbell *db = bell(r, ct);
 
 	atomic_fetch_add_explicit(n ? &db->sent : &db->pokes, n ? n : 1, memory_order_seq_cst);
-	if (!atomic_load_explicit(&db->awake, memory_order_seq_cst))
-		tm_doorbell_ring(r, ct);
+	return tm_doorbell_nudge(r, ct, woke);
 }
 
 uint32_t tm_doorbell_sent(const tm_region_t *r, uint32_t ct)

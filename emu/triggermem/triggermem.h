@@ -144,7 +144,7 @@ void tm_dirty_mark(tm_region_t *r, uint32_t ct, uint32_t id);
 /* Doorbells, one per CT. ring: bump the sequence and wake the CT if it sleeps. The CT reads the
  * sequence, looks for work, and if there is none sleeps while the sequence is unchanged:
  * tm_doorbell_sleep returns at a ring, at timeout_ns (GICE_ERR_TIMED_OUT) or spuriously. */
-void tm_doorbell_ring(tm_region_t *r, uint32_t ct);
+int tm_doorbell_ring(tm_region_t *r, uint32_t ct); /* 1: it woke the CT's sleeping thread */
 uint32_t tm_doorbell_seq(const tm_region_t *r, uint32_t ct);
 int tm_doorbell_sleep(tm_region_t *r, uint32_t ct, uint32_t seen_seq, uint64_t timeout_ns);
 /* The same, asleep in poll() on fd (a fabric's wait fd: a packet arriving wakes it) and on an
@@ -162,7 +162,19 @@ int tm_doorbell_sleep_fd(tm_region_t *r, uint32_t ct, uint32_t seen_seq, int fd,
  * in exactly sent pieces and seen every poke need not look (a leaver needs no last look: a
  * piece or poke counted after its subtraction finds no one awake and rings). */
 void tm_doorbell_awake(tm_region_t *r, uint32_t ct, int delta);
-void tm_doorbell_kick(tm_region_t *r, uint32_t ct, uint32_t n);
+/* A lease is the promise of a thread that is neither awake nor asleep but busy nearby (a kernel
+ * issuing requests) to look for the CT's work of its own before the lease ends (gice_now_ns
+ * time). lease: extend it to now_ns + len_ns (a store only when that moves it by more than
+ * len_ns / 2). kick: with no one awake and a lease running, it rings nothing and returns the
+ * lease's end; the kicker calls tm_doorbell_nudge then (or later), which rings unless someone is
+ * awake or a lease runs (again: it returns the new end, to nudge at). Both return 0 when nothing
+ * is left to do, and set *woke (may be NULL) to tm_doorbell_ring's result. A lease that lapses
+ * unkept delays a kick by its length, but loses none: the kicker nudges until one rings or
+ * someone is awake. */
+void tm_doorbell_lease(tm_region_t *r, uint32_t ct, uint64_t now_ns, uint64_t len_ns);
+uint64_t tm_doorbell_lease_end(const tm_region_t *r, uint32_t ct); /* 0: never leased */
+uint64_t tm_doorbell_kick(tm_region_t *r, uint32_t ct, uint32_t n, int *woke);
+uint64_t tm_doorbell_nudge(tm_region_t *r, uint32_t ct, int *woke);
 uint32_t tm_doorbell_sent(const tm_region_t *r, uint32_t ct);
 uint32_t tm_doorbell_pokes(const tm_region_t *r, uint32_t ct);
 
