@@ -73,8 +73,10 @@ void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
 		atomic_store_explicit(&t->hb_ns, gice_coarse_ns(), memory_order_relaxed);
 	}
 	/* Out onto the link. What arrives is taken in only when a peer announced it (an ACK that
-	 * frees credits, a put to this device): a burst of puts pays no fabric poll per put. */
-	if (!ct_link_nothing_announced(e))
+	 * frees credits, a put to this device) and no thread of the device is awake to (CT 0 that a
+	 * tcp socket woke, a waiting kernel): a burst of puts pays no fabric poll per put, and over
+	 * tcp no syscall that CT 0 makes on the other core anyway. */
+	if (!ct_link_nothing_announced(e) && !tm_doorbell_awake_n(e->attr.tm, 0))
 		ct_link_look(e);
 	else if (stepped)
 		ct_link_send(e);

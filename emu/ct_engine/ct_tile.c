@@ -321,11 +321,13 @@ static int ct0_may_sleep_long(ct_engine_t *e)
 	return atomic_load_explicit(&e->steppers, memory_order_seq_cst) && !ct_link_needs_timer(e);
 }
 
-/* A kernel of the device steps its CTs (it waits), or issues requests and holds the lease. */
+/* A kernel of the device steps its CTs (it waits: its passes poll and run the timers), or issues
+ * requests and holds the lease while nothing but same-host peers' answers is awaited (its
+ * requests take those in; they poll the fabric for nothing else: ct_link_needs_timer). */
 static int kernel_nearby(ct_engine_t *e)
 {
 	return atomic_load_explicit(&e->steppers, memory_order_relaxed) ||
-	       tm_doorbell_lease_end(e->attr.tm, 0) > gice_now_ns();
+	       (tm_doorbell_lease_end(e->attr.tm, 0) > gice_now_ns() && !ct_link_needs_timer(e));
 }
 
 /* CT 0's sleep when it found no work. It is the backstop of the link: messages in flight need
@@ -347,7 +349,7 @@ static void ct0_sleep(ct_engine_t *e, uint32_t seq)
 		atomic_store_explicit(&e->ct0_parked, 0, memory_order_relaxed);
 	}
 	/* a kernel that steps runs the timers meanwhile, and one that issues looks at what arrives
-	 * (its lease: ct_engine_submitted): CT 0 only backs it up */
+	 * (its lease: ct_engine_submitted): CT 0 only backs them up */
 	ct_link_sleep(e, seq, kernel_nearby(e) ? GICE_MAX(e->rto_min_ns / 4, 20000ull) : 20000);
 }
 

@@ -79,6 +79,11 @@ void tm_doorbell_lease(tm_region_t *r, uint32_t ct, uint64_t now_ns, uint64_t le
 		atomic_store_explicit(&db->lease_ns, now_ns + len_ns, memory_order_relaxed);
 }
 
+uint32_t tm_doorbell_awake_n(const tm_region_t *r, uint32_t ct)
+{
+	return atomic_load_explicit(&bell(r, ct)->awake, memory_order_relaxed);
+}
+
 uint64_t tm_doorbell_lease_end(const tm_region_t *r, uint32_t ct)
 {
 	return atomic_load_explicit(&bell(r, ct)->lease_ns, memory_order_relaxed);

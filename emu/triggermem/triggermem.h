@@ -162,6 +162,7 @@ int tm_doorbell_sleep_fd(tm_region_t *r, uint32_t ct, uint32_t seen_seq, int fd,
  * in exactly sent pieces and seen every poke need not look (a leaver needs no last look: a
  * piece or poke counted after its subtraction finds no one awake and rings). */
 void tm_doorbell_awake(tm_region_t *r, uint32_t ct, int delta);
+uint32_t tm_doorbell_awake_n(const tm_region_t *r, uint32_t ct); /* threads awake now */
 /* A lease is the promise of a thread that is neither awake nor asleep but busy nearby (a kernel
  * issuing requests) to look for the CT's work of its own before the lease ends (gice_now_ns
  * time). lease: extend it to now_ns + len_ns (a store only when that moves it by more than
