@@ -31,8 +31,8 @@ int ct_link_needs_timer(ct_engine_t *e)
 	 * ring CT 0 when no one polls (tm_doorbell_kick), and so do their pokes for an overdue ack
 	 * (ct_poke_silent). Everything else does: sends and reads of the endpoint's own that the
 	 * provider completes only while we poll, a bundle it refused, a kick to nudge at the end of
-	 * a peer's lease (ct_kick), a peer's read of our memory, a held endpoint, and the timers of the reliable mode or the traffic of peers elsewhere
-	 * (no one counts or pokes there). */
+	 * a peer's lease (ct_kick), a peer's read of our memory, a held endpoint, and the timers of
+	 * the reliable mode or the traffic of peers elsewhere (no one counts or pokes there). */
 	return atomic_load_explicit(&e->ep_busy, memory_order_relaxed) ||
 	       atomic_load_explicit(&e->bundle_held, memory_order_relaxed) ||
 	       atomic_load_explicit(&e->n_kick_due, memory_order_relaxed) ||
@@ -132,13 +132,13 @@ void ct_kick(ct_engine_t *e, ct_peer_t *p, uint32_t n)
 
 /* The kicks leases took, at their end: ring the peers whose kernel has not come back since (no
  * one awake there), nudge again those whose lease was renewed. A peer that closed meanwhile needs
- * none. now: every one, and those whose lease still runs are rung (ct_link_settle). */
-static void nudge_due(ct_engine_t *e, int now_all)
+ * none. force: every one now, and those a lease still takes are rung (ct_link_settle). */
+static void nudge_due(ct_engine_t *e, int force)
 {
 	uint64_t now = gice_now_ns(), next = 0;
 	uint32_t left = 0;
 
-	if (now < e->kick_next_ns && !now_all)
+	if (now < e->kick_next_ns && !force)
 		return;
 	for (uint32_t g = 0; g < e->max_peers; g++) {
 		ct_peer_t *p = &e->peers[g];
@@ -147,9 +147,9 @@ static void nudge_due(ct_engine_t *e, int now_all)
 			continue;
 		if (!p->tm || p->dead)
 			p->kick_due = 0;
-		else if (p->kick_due <= now || now_all)
+		else if (p->kick_due <= now || force)
 			p->kick_due = tm_doorbell_nudge(p->tm, 0, &woke);
-		if (p->kick_due && now_all) {
+		if (p->kick_due && force) {
 			woke = tm_doorbell_ring(p->tm, 0);
 			p->kick_due = 0;
 		}
@@ -326,6 +326,9 @@ static int progress(ct_engine_t *e, int mode)
 
 int ct_link_progress(ct_engine_t *e) { return progress(e, PASS_FULL); }
 
+int ct_link_look(ct_engine_t *e) { return progress(e, PASS_LOOK); }
+int ct_link_send(ct_engine_t *e) { return progress(e, PASS_SEND); }
+
 void ct_link_settle(ct_engine_t *e)
 {
 	if (!atomic_load_explicit(&e->n_kick_due, memory_order_relaxed) ||
@@ -336,8 +339,6 @@ void ct_link_settle(ct_engine_t *e)
 	if (atomic_load_explicit(&e->link_pending, memory_order_seq_cst))
 		ct_link_progress(e);
 }
-int ct_link_look(ct_engine_t *e) { return progress(e, PASS_LOOK); }
-int ct_link_send(ct_engine_t *e) { return progress(e, PASS_SEND); }
 
 void ct_link_sleep(ct_engine_t *e, uint32_t seq, uint64_t timeout_ns)
 {
