@@ -59,7 +59,7 @@ int ct_bundle_flush(ct_engine_t *e)
 	}
 	if (rc == GICE_OK) {
 		e->bundle_len = 0;
-		ct_stat_add(e, CT_STAT_fab_sends, 1);
+		ct_stat_link(&e->st[CT_STAT_fab_sends], 1);
 	} else if (rc != GICE_ERR_AGAIN) {
 		gice_error("ct", "send of %u bytes of packets to device %u failed: %s", e->bundle_len, e->bundle_gid,
 			   gice_status_name(rc));
@@ -103,7 +103,7 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 	if (alone) {
 		rc = fab_send(e->attr.ep, p->addr, hdr, CT_HDR_BYTES, payload, plen);
 		if (rc == GICE_OK)
-			ct_stat_add(e, CT_STAT_fab_sends, 1);
+			ct_stat_link(&e->st[CT_STAT_fab_sends], 1);
 	} else {
 		if (!e->bundle_len)
 			e->bundle_cork = p->next_psn != p->acked_psn;
@@ -161,7 +161,7 @@ void ct_send_ack(ct_engine_t *e, uint32_t gid)
 	 * messages it covers only after it has everything we sent before it (NACKs included). */
 	if (p->nack_unsent == 0 &&
 	    ct_send_ctrl(e, gid, CT_PKT_ACK, p->rx_next_psn, p->next_psn, sack_bits(p)) == GICE_OK) {
-		ct_stat_add(e, CT_STAT_acks_sent, 1);
+		ct_stat_link(&e->st[CT_STAT_acks_sent], 1);
 		ct_ack_sent(e, p);
 	} else if (!p->ack_due) {
 		p->ack_due = 1;
@@ -361,7 +361,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	memcpy(buf, tr->hdr, sizeof(buf));
 	rc = ct_xmit(e, p, buf, payload, plen);
 	if (piggy && rc == GICE_OK) {
-		ct_stat_add(e, CT_STAT_acks_piggybacked, 1);
+		ct_stat_link(&e->st[CT_STAT_acks_piggybacked], 1);
 		ct_ack_sent(e, p);
 	}
 	if (rc == GICE_ERR_AGAIN) {
