@@ -449,13 +449,14 @@ START_TEST(an_issuing_kernel_takes_in_what_arrives)
 	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0], .local = buf[0] + 512, .bytes = 1, .rkey = key[1],
 			.roff = 512, .value = 1, .signal = sig[1], .signal_flags = GICE_SIGNAL_ADD,
 			.completion = GICE_NO_COUNTER};
-	gice_stats_t st;
+	gice_stats_t st0, st;
+	ck_assert_int_eq(gice_device_stats(dev[0], &st0), GICE_OK);
 	uint64_t t0 = now_ms();
 	ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
 	/* the put's kick went to the lease: from then on, the kernel's next request takes it in */
 	do
 		ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
-	while (!st.kicks_leased && now_ms() - t0 < test_scaled(5000));
+	while (st.kicks_leased == st0.kicks_leased && now_ms() - t0 < test_scaled(5000));
 	long kicked = atomic_load(&s.puts);
 	/* CT 0 of dev[1] has nothing in flight: it would look in 10 s. Else only the watchdog looks
 	 * sooner (it rings CT 0 when a request found the link in its hands), a lottery every 100 ms */
@@ -468,12 +469,12 @@ START_TEST(an_issuing_kernel_takes_in_what_arrives)
 	ck_assert_int_eq(atomic_load(&s.rc), GICE_OK);
 	ck_assert_uint_eq(buf[1][512], 0x6b);
 	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
-	ck_assert_uint_ge(st.kicks_leased, 1);
+	ck_assert_uint_gt(st.kicks_leased, st0.kicks_leased);
 	ck_assert_uint_eq(gice_counter_read(dev[1], s.ctr), (uint64_t)atomic_load(&s.puts));
 	long after = atomic_load(&s.landed) - kicked;
 	fprintf(stderr, "lease: a put landed in %llu ms while the kernel issued, %ld requests after its kick; dev 0: "
-		"%llu kicks leased, %llu woke\n", (unsigned long long)ms, after, (unsigned long long)st.kicks_leased,
-		(unsigned long long)st.kicks_woke);
+		"%llu kicks leased, %llu woke\n", (unsigned long long)ms, after,
+		(unsigned long long)(st.kicks_leased - st0.kicks_leased), (unsigned long long)(st.kicks_woke - st0.kicks_woke));
 	/* at 20 µs a request, 1000 are 20 ms of the host noticing the kick late */
 	ck_assert_msg(atomic_load(&s.landed) > 0 && after <= 1000,
 		      "the kernel issued %ld requests after the put's kick before it landed: they do not look at the link",
@@ -510,6 +511,8 @@ START_TEST(a_lapsed_lease_is_nudged)
 		usleep(100);
 	ck_assert_int_eq(atomic_load(&s.issued), 1);
 	ck_assert_uint_eq(gice_counter_read(dev[1], s.ctr), 1);
+	gice_stats_t st0, st; /* what dev[0]'s kicks did before (the heartbeats at open woke CT 0) */
+	ck_assert_int_eq(gice_device_stats(dev[0], &st0), GICE_OK);
 	uint64_t t0 = now_ms();
 	ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
 	int rc = gice_counter_wait(dev[1], sig[1], GICE_CMP_GE, 1, test_scaled(3000), NULL);
@@ -523,10 +526,9 @@ START_TEST(a_lapsed_lease_is_nudged)
 	/* the lease took the kick: nothing looked before it ended (half a second after the kernel's
 	 * request, which the host saw complete before it posted) */
 	ck_assert_msg(ms >= 250, "the put landed after %llu ms, before the lease lapsed", (unsigned long long)ms);
-	gice_stats_t st;
 	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
-	ck_assert_uint_ge(st.kicks_leased, 1);
-	ck_assert_uint_ge(st.kicks_woke, 1); /* the nudge at the end of the lease */
+	ck_assert_uint_gt(st.kicks_leased, st0.kicks_leased); /* the put's kick */
+	ck_assert_uint_gt(st.kicks_woke, st0.kicks_woke);     /* the nudge at the end of the lease */
 	fprintf(stderr, "lease: a put to a device whose kernel computes landed in %llu ms (lease 500 ms)\n",
 		(unsigned long long)ms);
 	close_pair();

@@ -62,8 +62,8 @@ void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
 	}
 	/* A kernel that issues comes back here soon, and looks at the link each time a peer
 	 * announced something (below): peers' kicks meanwhile need not wake CT 0 (the lease; they
-	 * nudge at its end). On 2 cores such a wake-up took a spinning SM thread's core for tens of
-	 * µs per window of gice-bench rate. The held clock: the request's own stamp (api_push_req). */
+	 * nudge at its end). On 2 cores such a wake-up took a spinning SM thread's core, about once
+	 * per window of gice-bench rate. The held clock: the request's own stamp (api_push_req). */
 	if (e->lease_ns)
 		tm_doorbell_lease(e->attr.tm, 0, gice_now_ns(), e->lease_ns);
 	int stepped = ct_own_try(t);
