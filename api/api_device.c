@@ -262,10 +262,10 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 	snprintf(name, sizeof(name), "gice-tm-%u", d->gid);
 	if ((rc = tm_region_create(&lay, name, &d->tm)))
 		goto err_hbm;
-	uint64_t mtu;
-	if ((rc = gice_param_u64(gice_param_find(ct_params, "GICE_MTU"), &mtu)))
+	uint64_t max_packet;
+	if ((rc = ct_fabric_packet_bytes(&max_packet)))
 		goto err_tm;
-	fab_attr_t fa = {.provider = a.provider, .max_packet = mtu, .cross_host = api_g.spans_hosts};
+	fab_attr_t fa = {.provider = a.provider, .max_packet = max_packet, .cross_host = api_g.spans_hosts};
 	fab_ep_t *raw;
 	if ((rc = fab_open(&fa, &raw)))
 		goto err_tm;

@@ -1,180 +1,13 @@
-/* ct_engine.c: the engine's set-up calls — parameters, create and destroy, peers and
- * connections, quiet points, statistics and traces. The engine's parts: ct_tile.c (the CT
- * threads: request queues, the Initiator's translation step, retirement), ct_armed.c (armed
- * descriptors), ct_watch.c (watchdog hooks, CT fault injection) and the link, ct_link*.c (MPG
- * scheduling, packets, reliability; see ct_link.c). */
+/* ct_engine.c: the engine's set-up calls — create and destroy, peers and connections, quiet
+ * points, statistics and traces. The engine's parts: ct_params.c (its parameters), ct_tile.c
+ * (the CT threads: request queues, the Initiator's translation step, retirement), ct_armed.c
+ * (armed descriptors), ct_watch.c (watchdog hooks, CT fault injection) and the link,
+ * ct_link*.c (MPG scheduling, packets, reliability; see ct_link.c). */
 #include "emu/ct_engine/ct_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-const gice_param_t ct_params[] = {
-	{"GICE_CTS", "2", "CT engine threads per device", GICE_PARAM_U64, 1, TM_MAX_CTS},
-	{"GICE_MTU", "16384",
-	 "largest packet on the link in bytes, the 96-byte header included (connections may use less); small packets "
-	 "to one peer travel bundled in messages of this size",
-	 GICE_PARAM_SIZE, CT_MTU_MIN, CT_MAX_PAYLOAD},
-	{"GICE_CT_SPIN_US", "200",
-	 "microseconds a CT polls after its last work before it sleeps on its doorbell (a kernel that waits and "
-	 "steps the CTs spins as long in their place); unset, CT threads do not spin when the job's CT threads on "
-	 "this machine outnumber its CPUs",
-	 GICE_PARAM_U64, 0, 10000000},
-	{"GICE_CT_POLL_US", "2000",
-	 "while idle, CT 0 wakes this often to poll the fabric for arriving packets (microseconds); over a "
-	 "provider whose wait fd CT 0 cannot sleep on (shm, udp;ofi_rxd, net) it bounds how late an idle device "
-	 "sees a packet from another process or host",
-	 GICE_PARAM_U64, 10, 10000000},
-	{"GICE_CT_MAX_DESCS", "4096", "armed descriptors per device", GICE_PARAM_U64, 16, 1u << 20},
-	{"GICE_CT_MAX_PEERS", "64", "largest global device id + 1 a device can talk to", GICE_PARAM_U64, 1, 65536},
-	{"GICE_CT_CREDITS", "128", "unacknowledged packets in flight per peer (any value works with any GICE_CT_ACK_EVERY)",
-	 GICE_PARAM_U64, 1, CT_PSN_WIN},
-	{"GICE_CT_ACK_EVERY", "16",
-	 "a receiver acknowledges at least every this many packets, or every GICE_CT_CREDITS/2 if fewer (and every "
-	 "message end; the rest after a quarter of GICE_RTO_MIN_US)",
-	 GICE_PARAM_U64, 1, CT_PSN_WIN / 2},
-	{"GICE_CT_RNDV_BYTES", "auto",
-	 "puts and gets of at least this many bytes move by rendezvous: one remote read (or NVLink plane copy) "
-	 "after the peer validated the range, when the provider offers reads or the peer is on the plane; "
-	 "auto: a size per provider, op and path, measured (docs/protocol.md); 0: always packets",
-	 GICE_PARAM_STR, 0, UINT32_MAX},
-	{"GICE_QOS_WEIGHTS", "8,4,2,1", "packets per turn of QoS classes 0..3 in the MPG weighted round robin",
-	 GICE_PARAM_STR, 0, 0},
-	{"GICE_RTO_MIN_US", "1000", "smallest retransmission timeout (microseconds); the timeout follows the measured "
-	 "round trip (srtt + 4 rttvar) and doubles at each expiry", GICE_PARAM_U64, 10, 10000000},
-	{"GICE_RTO_MAX_US", "100000", "largest retransmission timeout (microseconds)", GICE_PARAM_U64, 100, 60000000},
-	{"GICE_RELIABLE", "auto",
-	 "1: gice retransmits lost packets itself (timeouts, selective acks); 0: it relies on the provider; "
-	 "auto: 1 on unreliable providers (udp datagrams) or when GICE_FAULTS injects network faults",
-	 GICE_PARAM_STR, 0, 0},
-	{"GICE_CHECKSUM", "auto",
-	 "1: every packet carries a CRC32C of header and payload, checked on receipt (a bad one is dropped and "
-	 "retransmitted); 0: none; auto: 1 on unreliable providers or when GICE_FAULTS corrupts packets",
-	 GICE_PARAM_STR, 0, 0},
-	{"GICE_CT_AUTH", "1",
-	 "1: every packet carries a MAC under the job's key (from the bootstrap's secret) and its claimed sender "
-	 "must be the endpoint it came from; packets failing either are dropped and counted (rx_auth_bad); "
-	 "0: neither (to measure the cost; every rank of the job must agree)",
-	 GICE_PARAM_U64, 0, 1},
-	{"GICE_CT_POLL_EVERY", "16",
-	 "a pass of the link polls the fabric only when same-host peers announced packets (their kicks count "
-	 "them), a peer is on another host or the endpoint has work of its own; and every this many passes "
-	 "whatever the counts say; 0: only then (tests use it to show the counts are exact)",
-	 GICE_PARAM_U64, 0, 1u << 20},
-	{"GICE_CT_LEASE_US", "10",
-	 "a kernel that queues a request counts for this long as looking at its device's link (it does at its "
-	 "next request if anything arrived): same-host peers' packets meanwhile do not wake its CT 0 unless the "
-	 "kernel has not come back by then (microseconds; 0: they always do)",
-	 GICE_PARAM_U64, 0, 60000000},
-	{NULL, NULL, NULL, 0, 0, 0},
-};
-
-/* "auto", "0" or "1" → -1, 0, 1; GICE_ERR_CONFIG otherwise. */
-static int param_auto(const gice_param_t *p, int *out)
-{
-	const char *v = gice_param_str(p);
-
-	if (!strcmp(v, "auto"))
-		*out = -1;
-	else if (!strcmp(v, "0") || !strcmp(v, "1"))
-		*out = v[0] - '0';
-	else {
-		gice_error("ct", "%s=\"%s\": expected auto, 0 or 1", p->name, v);
-		return GICE_ERR_CONFIG;
-	}
-	return GICE_OK;
-}
-
-/* GICE_CT_RNDV_BYTES: "auto" (ct_rndv_auto for this endpoint's provider) or one size for every
- * op and path. Rendezvous reads and copies go around the fault injector: while GICE_FAULTS
- * injects network faults, auto keeps the former 64 KiB, so that it sees the packets it saw. */
-static int rndv_param(ct_engine_t *e, const gice_param_t *p)
-{
-	gice_param_t size = *p;
-	uint64_t v;
-	int rc, automatic = !strcmp(gice_param_str(p), "auto");
-
-	size.type = GICE_PARAM_SIZE;
-	if (!automatic && (gice_param_str(p)[0] < '0' || gice_param_str(p)[0] > '9')) {
-		gice_error("ct", "%s=\"%s\": expected auto or a size in bytes (0: never)", p->name, gice_param_str(p));
-		return GICE_ERR_CONFIG;
-	}
-	if (!automatic && (rc = gice_param_u64(&size, &v))) /* logged there: suffix, range */
-		return rc;
-	if (automatic && gice_faults_any_net(e->attr.faults)) {
-		automatic = 0;
-		v = 65536;
-	}
-	for (int get = 0; get < 2; get++)
-		for (int plane = 0; plane < 2; plane++)
-			e->rndv_from[get][plane] = automatic ? ct_rndv_auto(e->attr.ep->provider, get, plane) : v;
-	gice_debug("ct", "device %u over %s: rendezvous from %llu bytes (put) and %llu (get), on the NVLink plane "
-		   "from %llu and %llu (GICE_CT_RNDV_BYTES=%s)", e->attr.gid, e->attr.ep->provider,
-		   (unsigned long long)e->rndv_from[0][0], (unsigned long long)e->rndv_from[1][0],
-		   (unsigned long long)e->rndv_from[0][1], (unsigned long long)e->rndv_from[1][1], gice_param_str(p));
-	return GICE_OK;
-}
-
-static int read_params(ct_engine_t *e)
-{
-	uint64_t v[8];
-	const char *w;
-	int rc;
-
-	for (int i = 0; i < 8; i++)
-		if ((rc = gice_param_u64(&ct_params[i], &v[i])))
-			return rc;
-	if ((rc = rndv_param(e, &ct_params[8])))
-		return rc;
-	e->mtu_max = (uint32_t)v[1];
-	if (e->attr.ep->max_packet && e->mtu_max > e->attr.ep->max_packet)
-		e->mtu_max = (uint32_t)e->attr.ep->max_packet; /* datagrams: 1472 bytes on udp */
-	e->spin_ns = e->spin_cfg_ns = v[2] * 1000;
-	int spin_set = 0;
-	gice_param_raw(&ct_params[2], &spin_set);
-	if (!spin_set && e->attr.machine_cts > gice_cpus_usable()) {
-		gice_debug("ct", "device %u: %u CT threads on this machine, %u CPUs: CTs sleep when idle", e->attr.gid,
-			   e->attr.machine_cts, gice_cpus_usable());
-		e->spin_ns = 0;
-	}
-	e->poll_ns = v[3] * 1000;
-	e->max_descs = (uint32_t)v[4];
-	e->max_peers = (uint32_t)v[5];
-	e->credits = (uint32_t)v[6];
-	e->ack_every = (uint32_t)v[7];
-	if ((rc = gice_param_u64(&ct_params[10], &v[0])) || (rc = gice_param_u64(&ct_params[11], &v[1])))
-		return rc;
-	e->rto_min_ns = v[0] * 1000;
-	e->rto_max_ns = GICE_MAX(v[1] * 1000, e->rto_min_ns);
-	int rel, csum;
-	if ((rc = param_auto(&ct_params[12], &rel)) || (rc = param_auto(&ct_params[13], &csum)))
-		return rc;
-	const gice_faults_t *f = e->attr.faults;
-	int lossy = !e->attr.ep->reliable || gice_faults_any_net(f);
-	atomic_store(&e->reliable, rel < 0 ? lossy : rel);
-	atomic_store(&e->csum, csum < 0 ? !e->attr.ep->reliable || gice_faults_corrupts(f) : csum);
-	if ((rc = gice_param_u64(&ct_params[14], &v[0])))
-		return rc;
-	e->auth = (int)v[0];
-	if ((rc = gice_param_u64(&ct_params[15], &v[0])))
-		return rc;
-	e->poll_every = (uint32_t)v[0];
-	if ((rc = gice_param_u64(&ct_params[16], &v[0])))
-		return rc;
-	e->lease_ns = v[0] * 1000;
-	w = gice_param_str(&ct_params[9]);
-	if (sscanf(w, "%u,%u,%u,%u", &e->weights[0], &e->weights[1], &e->weights[2], &e->weights[3]) != 4) {
-		gice_error("ct", "GICE_QOS_WEIGHTS=\"%s\" is not four comma-separated numbers", w);
-		return GICE_ERR_CONFIG;
-	}
-	for (int i = 0; i < CT_QOS_CLASSES; i++)
-		if (e->weights[i] == 0 || e->weights[i] > 1024) {
-			gice_error("ct", "GICE_QOS_WEIGHTS=\"%s\": weight %u of class %d is outside [1, 1024]", w,
-				   e->weights[i], i);
-			return GICE_ERR_CONFIG;
-		}
-	return GICE_OK;
-}
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -217,7 +50,7 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 	e->attr = *attr;
 	e->base = hbm_base(attr->hbm);
 	e->n_counters = lay->n_counters;
-	if ((rc = read_params(e)))
+	if ((rc = ct_read_params(e)))
 		goto err_free;
 	e->timeout_ns = attr->timeout_ns ? attr->timeout_ns : 10000000000ull;
 	e->hb_ns = e->timeout_ns / 4;
@@ -236,7 +69,7 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 	e->peers = calloc(e->max_peers, sizeof(*e->peers));
 	e->conns = calloc(CT_MAX_CONNS, sizeof(*e->conns));
 	e->descs = calloc(e->max_descs, sizeof(*e->descs));
-	e->bundle = malloc(e->mtu_max);
+	e->bundle = malloc(e->bundle_max);
 	if (!e->msgs || !e->tiles || !e->peers || !e->conns || !e->descs || !e->bundle)
 		goto err_mem;
 	for (uint32_t q = 0; q < CT_QOS_CLASSES; q++) {

@@ -328,6 +328,11 @@ uint32_t ct_rx_trace_read(const ct_engine_t *e, ct_rx_trace_t *out, uint32_t max
  * whether a packet is sequenced and starts an operation (ct_fault_peek.c). */
 int ct_fault_classify(const void *buf, size_t len, fab_fault_pkt_t *out);
 
+/* The largest fabric message a device sends or takes: GICE_MTU, or its largest bundle of packets
+ * if larger (GICE_BUNDLE_BYTES; auto: the largest any provider uses). Sizes its endpoint's
+ * buffers (fab_attr_t.max_packet). GICE_ERR_CONFIG for a bad value of either. */
+int ct_fabric_packet_bytes(uint64_t *out);
+
 /* GICE_CTS, GICE_MTU, GICE_CT_SPIN_US, GICE_CT_POLL_US, GICE_CT_MAX_DESCS, GICE_QOS_WEIGHTS … */
 extern const gice_param_t ct_params[];
 

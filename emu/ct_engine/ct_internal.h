@@ -210,7 +210,7 @@ typedef struct ct_tile {
 
 struct ct_engine {
 	ct_engine_attr_t attr;
-	uint32_t n_counters, mtu_max, credits, ack_every, max_peers, max_descs;
+	uint32_t n_counters, mtu_max, bundle_max, credits, ack_every, max_peers, max_descs;
 	uint32_t weights[CT_QOS_CLASSES];
 	uint64_t spin_ns, poll_ns;
 	uint64_t spin_cfg_ns; /* GICE_CT_SPIN_US (spin_ns: 0 when CT threads outnumber the CPUs) */
@@ -521,6 +521,10 @@ void ct_rx_ack(struct ct_engine *e, ct_peer_t *p, uint32_t cum, uint32_t fence, 
 void ct_complete_upto(struct ct_engine *e, ct_peer_t *p, uint32_t cum);
 int ct_check_rto(struct ct_engine *e, uint64_t now);
 int ct_poke_silent(struct ct_engine *e, uint64_t now);
+/* ct_params.c: read the engine's parameters into e at its creation (its endpoint open). */
+int ct_read_params(struct ct_engine *e);
+/* Whether provider is prefix or has it as its first layer ("tcp" matches "tcp;ofi_rxm"). */
+int ct_provider_is(const char *provider, const char *prefix);
 /* ct_link_rndv.c: rendezvous — large puts at the target, large gets at the requester */
 /* The size GICE_CT_RNDV_BYTES=auto stands for, measured per provider, op (get 0: put) and path
  * (plane 1: the NVLink plane's copy, 0: the provider's remote read). */

@@ -36,7 +36,7 @@
  * the former 64 KiB. These move with the engine: measure again after changing its packets or
  * its sleeping. */
 static const struct {
-	const char *prefix; /* provider name, or its first layer ("tcp" for "tcp;ofi_rxm") */
+	const char *prefix; /* as ct_provider_is */
 	uint64_t from[2][2]; /* [put, get][net, plane] */
 } rndv_table[] = {
 	{"shm", {{8192, 8192}, {32768, 4096}}},
@@ -45,11 +45,9 @@ static const struct {
 
 uint64_t ct_rndv_auto(const char *provider, int get, int plane)
 {
-	for (size_t i = 0; provider && i < GICE_ARRAY_SIZE(rndv_table); i++) {
-		size_t n = strlen(rndv_table[i].prefix);
-		if (!strncmp(provider, rndv_table[i].prefix, n) && (provider[n] == '\0' || provider[n] == ';'))
+	for (size_t i = 0; provider && i < GICE_ARRAY_SIZE(rndv_table); i++)
+		if (ct_provider_is(provider, rndv_table[i].prefix))
 			return rndv_table[i].from[!!get][!!plane];
-	}
 	return 65536;
 }
 

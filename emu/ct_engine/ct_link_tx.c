@@ -90,7 +90,7 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 	}
 	uint32_t gid = (uint32_t)(p - e->peers), len = CT_HDR_BYTES + plen;
 	int alone = len > e->mtu_max / 2; /* a large packet goes alone: no copy */
-	if (e->bundle_len && (e->bundle_gid != gid || e->bundle_len + len > e->mtu_max || alone) &&
+	if (e->bundle_len && (e->bundle_gid != gid || e->bundle_len + len > e->bundle_max || alone) &&
 	    (rc = ct_bundle_flush(e))) {
 		/* the fabric refuses the bundle for now: a packet to another peer goes alone, past it
 		 * (nothing orders packets to different peers); else a peer that stopped taking packets

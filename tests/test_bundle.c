@@ -1,0 +1,179 @@
+/* Description: small packets to one peer travel bundled, back to back in one fabric message
+ * (ct_link_tx.c; GICE_MTU, GICE_BUNDLE_BYTES). Two devices of one process over tcp (the network
+ * plane: every byte crosses the provider); a kernel on the first issues 10 bursts of 64 puts of
+ * 4 KiB to the second, each burst waited for, and every byte lands.
+ * - By default (auto: 64 KiB over tcp) a fabric message carries more such packets than a 16 KiB
+ *   one can hold: the sender's tx_pkts exceed 3 x its fab_sends (a 16 KiB bundle holds at most
+ *   3 packets of 96 + 4096 bytes).
+ * - GICE_BUNDLE_BYTES=16384 bounds them: tx_pkts is at most 3 x fab_sends, in every run.
+ * - A value that is neither auto nor a size, or above 1 MiB, fails the device's open with
+ *   GICE_ERR_CONFIG and the value in the log.
+ * Every case runs in its own forked process (Check's default), so each sets its environment
+ * before gice_init. */
+#include <check.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/gice.h"
+#include "tests/test_util.h"
+
+#define PUT_BYTES 4096u
+#define WINDOW 64u
+#define BURSTS 10u
+#define BUF (WINDOW * PUT_BYTES)
+
+static gice_device_t *dev[2];
+static uint8_t *buf[2];
+static uint64_t key[2];
+static gice_conn_t conn;  /* dev[0] -> dev[1] */
+static gice_counter_t done;
+
+static void open_pair(void)
+{
+	gice_device_attr_t at = {.n_sms = 1, .n_cts = 2, .hbm_bytes = 4 * BUF, .provider = "tcp"};
+	void *p;
+
+	setenv("FI_TCP_IFACE", "lo", 1);
+	setenv("GICE_PLANE", "net", 1);
+	ck_assert_int_eq(gice_init(), GICE_OK);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(gice_device_open(&at, &dev[i]), GICE_OK);
+		ck_assert_int_eq(gice_mem_alloc(dev[i], BUF, &p), GICE_OK);
+		buf[i] = p;
+		memset(buf[i], 0, BUF);
+		ck_assert_int_eq(gice_mem_register(dev[i], buf[i], BUF, &key[i]), GICE_OK);
+	}
+	ck_assert_int_eq(gice_counter_alloc(dev[0], &done), GICE_OK);
+	ck_assert_int_eq(gice_conn_open(dev[0], gice_device_id(dev[1]), NULL, &conn), GICE_OK);
+}
+
+static void close_pair(void)
+{
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(gice_device_close(dev[i]), GICE_OK);
+	ck_assert_int_eq(gice_finalize(), GICE_OK);
+}
+
+static uint8_t pattern(uint32_t burst, uint32_t j, uint32_t i) { return (uint8_t)(burst * 31u + j * 7u + i); }
+
+static void burst_kernel(gice_kctx_t *k, void *arg)
+{
+	_Atomic int *rc = *(_Atomic int **)arg;
+
+	for (uint32_t b = 0; b < BURSTS; b++) {
+		for (uint32_t j = 0; j < WINDOW; j++)
+			for (uint32_t i = 0; i < PUT_BYTES; i++)
+				buf[0][j * PUT_BYTES + i] = pattern(b, j, i);
+		for (uint32_t j = 0; j < WINDOW; j++) {
+			int r = gice_put(k, conn, key[1], (uint64_t)j * PUT_BYTES, buf[0] + j * PUT_BYTES, PUT_BYTES, done);
+			if (r) {
+				atomic_store(rc, r);
+				return;
+			}
+		}
+		int r = gice_wait_until(k, done, GICE_CMP_GE, (uint64_t)(b + 1) * WINDOW, 0, NULL);
+		if (r) {
+			atomic_store(rc, r);
+			return;
+		}
+	}
+}
+
+/* Run the bursts; every byte of the last one landed. Returns the sender's stats. */
+static gice_stats_t run_bursts(void)
+{
+	_Atomic int rc = GICE_OK, *rcp = &rc;
+	gice_stream_t *s;
+	gice_stats_t st;
+
+	ck_assert_int_eq(gice_stream_create(dev[0], &s), GICE_OK);
+	ck_assert_int_eq(gice_launch(s, burst_kernel, 1, &rcp, sizeof(rcp)), GICE_OK);
+	ck_assert_int_eq(gice_stream_sync(s, test_scaled(60000)), GICE_OK);
+	ck_assert_int_eq(atomic_load(&rc), GICE_OK);
+	ck_assert_int_eq(gice_stream_destroy(s), GICE_OK);
+	ck_assert_uint_eq(gice_counter_read(dev[0], done), BURSTS * WINDOW);
+	for (uint32_t j = 0; j < WINDOW; j++)
+		for (uint32_t i = 0; i < PUT_BYTES; i++)
+			if (buf[1][j * PUT_BYTES + i] != pattern(BURSTS - 1, j, i))
+				ck_abort_msg("put %u: byte %u is 0x%02x, expected 0x%02x", j, i, buf[1][j * PUT_BYTES + i],
+					     pattern(BURSTS - 1, j, i));
+	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	fprintf(stderr, "bundle: %u puts of %u B over tcp: tx_pkts %llu, fab_sends %llu (%.1f packets a message)\n",
+		BURSTS * WINDOW, PUT_BYTES, (unsigned long long)st.tx_pkts, (unsigned long long)st.fab_sends,
+		st.fab_sends ? (double)st.tx_pkts / (double)st.fab_sends : 0.0);
+	ck_assert_uint_ge(st.tx_pkts, BURSTS * WINDOW);
+	return st;
+}
+
+START_TEST(tcp_bundles_hold_more_than_an_mtu)
+{
+	open_pair();
+	gice_stats_t st = run_bursts();
+	ck_assert_msg(st.tx_pkts > 3 * st.fab_sends,
+		      "tx_pkts %llu, fab_sends %llu: no fabric message carried more than a 16 KiB bundle holds",
+		      (unsigned long long)st.tx_pkts, (unsigned long long)st.fab_sends);
+	close_pair();
+}
+END_TEST
+
+START_TEST(bundle_bytes_bounds_a_bundle)
+{
+	setenv("GICE_BUNDLE_BYTES", "16384", 1);
+	open_pair();
+	gice_stats_t st = run_bursts();
+	ck_assert_msg(st.tx_pkts <= 3 * st.fab_sends, "tx_pkts %llu, fab_sends %llu: a bundle of 16 KiB held more than 3",
+		      (unsigned long long)st.tx_pkts, (unsigned long long)st.fab_sends);
+	close_pair();
+}
+END_TEST
+
+static void open_refused(const char *value, const char *logged)
+{
+	gice_device_attr_t at = {.n_sms = 1, .n_cts = 1, .provider = "tcp"};
+	gice_device_t *d = NULL;
+	struct test_log log;
+	char text[2048];
+
+	setenv("FI_TCP_IFACE", "lo", 1);
+	setenv("GICE_BUNDLE_BYTES", value, 1);
+	ck_assert_int_eq(gice_init(), GICE_OK);
+	test_log_begin(&log);
+	int rc = gice_device_open(&at, &d);
+	test_log_end(&log, text, sizeof(text));
+	ck_assert_msg(rc == GICE_ERR_CONFIG, "GICE_BUNDLE_BYTES=%s: open returned %s", value, gice_status_name(rc));
+	ck_assert_ptr_null(d);
+	ck_assert_msg(strstr(text, logged), "GICE_BUNDLE_BYTES=%s logged '%s', expected '%s'", value, text, logged);
+	ck_assert_int_eq(gice_finalize(), GICE_OK);
+}
+
+START_TEST(a_bad_bundle_size_is_refused)
+{
+	open_refused("lots", "GICE_BUNDLE_BYTES=\"lots\": expected auto or a size in bytes");
+}
+END_TEST
+
+START_TEST(a_bundle_above_1_mib_is_refused)
+{
+	open_refused("2m", "GICE_BUNDLE_BYTES=2097152 is outside [0, 1048576]");
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("bundle");
+	TCase *tc = tcase_create("bundle");
+	SRunner *sr = srunner_create(s);
+	int rc;
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, tcp_bundles_hold_more_than_an_mtu);
+	tcase_add_test(tc, bundle_bytes_bounds_a_bundle);
+	tcase_add_test(tc, a_bad_bundle_size_is_refused);
+	tcase_add_test(tc, a_bundle_above_1_mib_is_refused);
+	suite_add_tcase(s, tc);
+	srunner_run_all(sr, CK_NORMAL);
+	rc = test_exit(sr);
+	srunner_free(sr);
+	return rc;
+}
