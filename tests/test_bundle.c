@@ -6,6 +6,8 @@
  *   one can hold: the sender's tx_pkts exceed 3 x its fab_sends (a 16 KiB bundle holds at most
  *   3 packets of 96 + 4096 bytes).
  * - GICE_BUNDLE_BYTES=16384 bounds them: tx_pkts is at most 3 x fab_sends, in every run.
+ * - So does auto while GICE_FAULTS injects network faults (a delay of 1 us): the injector acts on
+ *   fabric messages and sees the ones it saw.
  * - A value that is neither auto nor a size, or above 1 MiB, fails the device's open with
  *   GICE_ERR_CONFIG and the value in the log.
  * Every case runs in its own forked process (Check's default), so each sets its environment
@@ -128,6 +130,18 @@ START_TEST(bundle_bytes_bounds_a_bundle)
 }
 END_TEST
 
+START_TEST(faults_keep_bundles_to_the_mtu)
+{
+	setenv("GICE_FAULTS", "delay_us=1,seed=1", 1);
+	open_pair();
+	gice_stats_t st = run_bursts();
+	ck_assert_msg(st.tx_pkts <= 3 * st.fab_sends,
+		      "tx_pkts %llu, fab_sends %llu: under network faults a bundle held more than 16 KiB",
+		      (unsigned long long)st.tx_pkts, (unsigned long long)st.fab_sends);
+	close_pair();
+}
+END_TEST
+
 static void open_refused(const char *value, const char *logged)
 {
 	gice_device_attr_t at = {.n_sms = 1, .n_cts = 1, .provider = "tcp"};
@@ -149,7 +163,7 @@ static void open_refused(const char *value, const char *logged)
 
 START_TEST(a_bad_bundle_size_is_refused)
 {
-	open_refused("lots", "GICE_BUNDLE_BYTES=\"lots\": expected auto or a size in bytes");
+	open_refused("lots", "GICE_BUNDLE_BYTES=\"lots\": expected auto or a size in bytes (0: GICE_MTU)");
 }
 END_TEST
 
@@ -169,6 +183,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, tcp_bundles_hold_more_than_an_mtu);
 	tcase_add_test(tc, bundle_bytes_bounds_a_bundle);
+	tcase_add_test(tc, faults_keep_bundles_to_the_mtu);
 	tcase_add_test(tc, a_bad_bundle_size_is_refused);
 	tcase_add_test(tc, a_bundle_above_1_mib_is_refused);
 	suite_add_tcase(s, tc);

@@ -88,8 +88,9 @@ static int param_auto(const gice_param_t *p, int *out)
 	return GICE_OK;
 }
 
-/* A parameter that is "auto" (*automatic set, *v untouched) or a size in bytes. */
-static int size_or_auto(const gice_param_t *p, uint64_t *v, int *automatic)
+/* A parameter that is "auto" (*automatic set, *v untouched) or a size in bytes (what 0 means:
+ * zero, in the message of a bad value). */
+static int size_or_auto(const gice_param_t *p, const char *zero, uint64_t *v, int *automatic)
 {
 	gice_param_t size = *p;
 
@@ -98,7 +99,7 @@ static int size_or_auto(const gice_param_t *p, uint64_t *v, int *automatic)
 	if (*automatic)
 		return GICE_OK;
 	if (gice_param_str(p)[0] < '0' || gice_param_str(p)[0] > '9') {
-		gice_error("ct", "%s=\"%s\": expected auto or a size in bytes", p->name, gice_param_str(p));
+		gice_error("ct", "%s=\"%s\": expected auto or a size in bytes (0: %s)", p->name, gice_param_str(p), zero);
 		return GICE_ERR_CONFIG;
 	}
 	return gice_param_u64(&size, v); /* logged there: suffix, range */
@@ -113,7 +114,7 @@ static int rndv_param(ct_engine_t *e, const gice_param_t *p)
 	uint64_t v = 0;
 	int rc, automatic;
 
-	if ((rc = size_or_auto(p, &v, &automatic)))
+	if ((rc = size_or_auto(p, "never", &v, &automatic)))
 		return rc;
 	if (automatic && gice_faults_any_net(e->attr.faults)) {
 		automatic = 0;
@@ -149,12 +150,12 @@ static const struct {
 	{"tcp", 65536},
 };
 
-static uint64_t bundle_auto(const char *provider, uint64_t mtu)
+static uint64_t bundle_auto(const char *provider) /* 0: not listed (the MTU) */
 {
 	for (size_t i = 0; provider && i < GICE_ARRAY_SIZE(bundle_table); i++)
 		if (ct_provider_is(provider, bundle_table[i].prefix))
-			return GICE_MAX(bundle_table[i].bytes, mtu);
-	return mtu;
+			return bundle_table[i].bytes;
+	return 0;
 }
 
 int ct_fabric_packet_bytes(uint64_t *out)
@@ -162,7 +163,7 @@ int ct_fabric_packet_bytes(uint64_t *out)
 	uint64_t mtu, bundle = 0;
 	int rc, automatic;
 
-	if ((rc = gice_param_u64(&ct_params[P_MTU], &mtu)) || (rc = size_or_auto(&ct_params[P_BUNDLE], &bundle, &automatic)))
+	if ((rc = gice_param_u64(&ct_params[P_MTU], &mtu)) || (rc = size_or_auto(&ct_params[P_BUNDLE], "GICE_MTU", &bundle, &automatic)))
 		return rc;
 	/* auto: the largest any provider bundles, whichever the endpoint turns out to use (a peer's
 	 * bundle fits what we post, whatever provider each side chose) */
@@ -178,10 +179,10 @@ static int bundle_param(ct_engine_t *e, uint64_t mtu)
 	uint64_t v = 0;
 	int rc, automatic;
 
-	if ((rc = size_or_auto(&ct_params[P_BUNDLE], &v, &automatic)))
+	if ((rc = size_or_auto(&ct_params[P_BUNDLE], "GICE_MTU", &v, &automatic)))
 		return rc;
 	if (automatic)
-		v = gice_faults_any_net(e->attr.faults) ? mtu : bundle_auto(prov, mtu);
+		v = gice_faults_any_net(e->attr.faults) ? 0 : bundle_auto(prov);
 	v = GICE_MAX(v, mtu);
 	if (e->attr.ep->max_packet && v > e->attr.ep->max_packet)
 		v = e->attr.ep->max_packet; /* the endpoint's buffers (ct_fabric_packet_bytes); udp: 1472 */
