@@ -119,27 +119,21 @@ START_TEST(tcp_bundles_hold_more_than_an_mtu)
 }
 END_TEST
 
-START_TEST(bundle_bytes_bounds_a_bundle)
+/* With env set to value, the bursts leave in bundles of at most 16 KiB (3 packets). */
+static void bundles_of_16_kib(const char *env, const char *value)
 {
-	setenv("GICE_BUNDLE_BYTES", "16384", 1);
+	setenv(env, value, 1);
 	open_pair();
 	gice_stats_t st = run_bursts();
-	ck_assert_msg(st.tx_pkts <= 3 * st.fab_sends, "tx_pkts %llu, fab_sends %llu: a bundle of 16 KiB held more than 3",
-		      (unsigned long long)st.tx_pkts, (unsigned long long)st.fab_sends);
+	ck_assert_msg(st.tx_pkts <= 3 * st.fab_sends, "%s=%s: tx_pkts %llu, fab_sends %llu: a bundle held more than 16 KiB",
+		      env, value, (unsigned long long)st.tx_pkts, (unsigned long long)st.fab_sends);
 	close_pair();
 }
+
+START_TEST(bundle_bytes_bounds_a_bundle) { bundles_of_16_kib("GICE_BUNDLE_BYTES", "16384"); }
 END_TEST
 
-START_TEST(faults_keep_bundles_to_the_mtu)
-{
-	setenv("GICE_FAULTS", "delay_us=1,seed=1", 1);
-	open_pair();
-	gice_stats_t st = run_bursts();
-	ck_assert_msg(st.tx_pkts <= 3 * st.fab_sends,
-		      "tx_pkts %llu, fab_sends %llu: under network faults a bundle held more than 16 KiB",
-		      (unsigned long long)st.tx_pkts, (unsigned long long)st.fab_sends);
-	close_pair();
-}
+START_TEST(faults_keep_bundles_to_the_mtu) { bundles_of_16_kib("GICE_FAULTS", "delay_us=1,seed=1"); }
 END_TEST
 
 static void open_refused(const char *value, const char *logged)
