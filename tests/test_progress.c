@@ -529,7 +529,7 @@ START_TEST(a_lapsed_lease_is_nudged)
 	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
 	ck_assert_uint_gt(st.kicks_leased, st0.kicks_leased); /* the put's kick */
 	/* The nudge at the lease's end rings CT 0 of dev[1] only if no thread there is awake: one
-	 * that is (CT 0 between two sleeps) takes the put in itself, so kicks_woke may not grow
+	 * that is (whatever woke it) takes the put in itself, so kicks_woke may not grow
 	 * (1 run of make test in 2026-12). That the put landed before CT 0's poll 10 s later is
 	 * the nudge's doing: without it the wait above times out. */
 	fprintf(stderr, "lease: a put to a device whose kernel computes landed in %llu ms (lease 500 ms); dev 0: "
