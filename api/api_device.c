@@ -285,7 +285,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 			       .host_proxy = api_g.host_mode, .fail_signals = !api_g.tolerate_dead,
 			       .on_peer_lost = api_peer_lost, .on_peer_lost_arg = d,
 			       .on_fault = api_fault_request, .on_fault_arg = d,
-			       .machine_cts = api_g.machine_ranks * gice_devices_per_rank() * d->n_cts};
+			       .machine_devices = api_g.machine_ranks * gice_devices_per_rank()};
 	ct_proto_job_key(boot_secret(api_g.boot), ca.job_key);
 	d->host_mode = api_g.host_mode;
 	/* threads inherit their creator's CPU mask: create the device's threads on its CPU */

@@ -101,11 +101,11 @@ typedef struct {
 	 * records it (the action happens elsewhere); NULL: such requests are refused */
 	void (*on_fault)(void *arg, uint32_t src_gid, int kill, uint64_t delay_ns);
 	void *on_fault_arg;
-	/* CT threads of the whole job on this machine (0: unknown): more than the CPUs this
-	 * process may use, and CT threads sleep at once when idle instead of spinning
-	 * GICE_CT_SPIN_US (unless that is set), as a spinner that must yield its core holds up
-	 * the thread that has work */
-	uint32_t machine_cts;
+	/* devices of the whole job on this machine (0: unknown): unless GICE_CT_SPIN_US is set,
+	 * at most (CPUs this process may use) / machine_devices CT threads of this device spin at
+	 * once when idle, the others sleep at once (none spins when the devices outnumber the
+	 * CPUs), as a spinner that must yield its core holds up the thread that has work */
+	uint32_t machine_devices;
 	/* the job's key for the packets' MAC (GICE_CT_AUTH), the same on every device of the job:
 	 * derived from the bootstrap's secret, which only the job's processes have */
 	uint64_t job_key[2];
@@ -237,7 +237,7 @@ void ct_engine_submitted(ct_engine_t *e, uint32_t ct);
 void ct_engine_stepping(ct_engine_t *e, int on);
 /* How long a CT spins after its last work before it sleeps (GICE_CT_SPIN_US): a kernel that
  * steps while it waits spins as long, in the CT threads' place (they do not spin meanwhile, and
- * not at all when they outnumber the CPUs). */
+ * no more of them at once than the device's share of the CPUs). */
 uint64_t ct_engine_spin_ns(const ct_engine_t *e);
 
 /* Make device gid reachable. Re-adding the same gid is GICE_OK. */

@@ -189,6 +189,7 @@ typedef struct ct_tile {
 	uint32_t *armed;
 	uint64_t arm_seq;
 	uint64_t last_work_ns;
+	uint8_t spin_slot; /* its thread holds one of the engine's spin_slots (ct_tile.c) */
 	/* watchdog */
 	_Atomic int own;              /* held while a thread runs this tile's step */
 	_Atomic uint64_t hb_ns;       /* last time its thread came round its loop */
@@ -213,7 +214,11 @@ struct ct_engine {
 	uint32_t n_counters, mtu_max, bundle_max, credits, ack_every, max_peers, max_descs;
 	uint32_t weights[CT_QOS_CLASSES];
 	uint64_t spin_ns, poll_ns;
-	uint64_t spin_cfg_ns; /* GICE_CT_SPIN_US (spin_ns: 0 when CT threads outnumber the CPUs) */
+	uint64_t spin_cfg_ns; /* GICE_CT_SPIN_US (spin_ns: 0 when no CT thread may spin) */
+	/* CT threads that may spin at once (the device's share of the CPUs, ct_params.c), and
+	 * those that do (ct_tile.c) */
+	uint32_t spin_slots;
+	_Atomic uint32_t spinning;
 	/* rendezvous from this many bytes (0: never), [put, get][over the provider, on the NVLink
 	 * plane] (GICE_CT_RNDV_BYTES; auto: ct_rndv_auto) */
 	uint64_t rndv_from[2][2];

@@ -12,8 +12,8 @@ const gice_param_t ct_params[] = {
 	 GICE_PARAM_SIZE, CT_MTU_MIN, CT_MAX_PAYLOAD},
 	{"GICE_CT_SPIN_US", "200",
 	 "microseconds a CT polls after its last work before it sleeps on its doorbell (a kernel that waits and "
-	 "steps the CTs spins as long in their place); unset, CT threads do not spin when the job's CT threads on "
-	 "this machine outnumber its CPUs",
+	 "steps the CTs spins as long in their place); unset, at most CPUs / (the job's devices on this machine) "
+	 "CT threads of a device spin at once, the others sleep at once",
 	 GICE_PARAM_U64, 0, 10000000},
 	{"GICE_CT_POLL_US", "2000",
 	 "while idle, CT 0 wakes this often to poll the fabric for arriving packets (microseconds); over a "
@@ -211,9 +211,15 @@ int ct_read_params(ct_engine_t *e)
 	e->spin_ns = e->spin_cfg_ns = v[2] * 1000;
 	int spin_set = 0;
 	gice_param_raw(&ct_params[2], &spin_set);
-	if (!spin_set && e->attr.machine_cts > gice_cpus_usable()) {
-		gice_debug("ct", "device %u: %u CT threads on this machine, %u CPUs: CTs sleep when idle", e->attr.gid,
-			   e->attr.machine_cts, gice_cpus_usable());
+	/* The device's share of the CPUs spins: one CT of each of two devices on two cores keeps
+	 * a served peer from paying a wake-up per request (~20 us here), and four devices there
+	 * spin none, as a spinner that must yield its core holds up a thread that has work. */
+	e->spin_slots = e->attr.n_cts;
+	if (!spin_set && e->attr.machine_devices)
+		e->spin_slots = GICE_MIN(e->spin_slots, gice_cpus_usable() / e->attr.machine_devices);
+	if (!e->spin_slots) {
+		gice_debug("ct", "device %u: %u devices on this machine, %u CPUs: CTs sleep when idle", e->attr.gid,
+			   e->attr.machine_devices, gice_cpus_usable());
 		e->spin_ns = 0;
 	}
 	e->poll_ns = v[3] * 1000;

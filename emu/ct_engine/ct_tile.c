@@ -353,6 +353,31 @@ static void ct0_sleep(ct_engine_t *e, uint32_t seq)
 	ct_link_sleep(e, seq, kernel_nearby(e) ? GICE_MAX(e->rto_min_ns / 4, 20000ull) : 20000);
 }
 
+/* A slot to spin in (at most spin_slots of the device's CTs spin at once), or whether this CT
+ * holds one already; 0: sleep. */
+static int spin_slot_take(ct_tile_t *t)
+{
+	ct_engine_t *e = t->e;
+	uint32_t n;
+
+	if (t->spin_slot)
+		return 1;
+	n = atomic_load_explicit(&e->spinning, memory_order_relaxed);
+	while (n < e->spin_slots)
+		if (atomic_compare_exchange_weak_explicit(&e->spinning, &n, n + 1, memory_order_relaxed,
+							  memory_order_relaxed))
+			return t->spin_slot = 1;
+	return 0;
+}
+
+static void spin_slot_drop(ct_tile_t *t)
+{
+	if (t->spin_slot) {
+		t->spin_slot = 0;
+		atomic_fetch_sub_explicit(&t->e->spinning, 1, memory_order_relaxed);
+	}
+}
+
 void *ct_thread(void *arg)
 {
 	ct_tile_t *t = arg;
@@ -395,7 +420,8 @@ void *ct_thread(void *arg)
 		now = gice_now_ns();
 		/* A kernel that waits steps the CTs itself: leave it the cores. CT 0 polls on while
 		 * a peer reads our memory (ct_serve_start), even when CTs do not spin. */
-		if ((now - t->last_work_ns < e->spin_ns || (t->idx == 0 && ct_link_serving(e, now))) &&
+		if (((now - t->last_work_ns < e->spin_ns && spin_slot_take(t)) ||
+		     (t->idx == 0 && ct_link_serving(e, now))) &&
 		    !atomic_load_explicit(&e->steppers, memory_order_relaxed)) {
 			/* Back off while idle: polling the fabric takes the provider's locks, which the
 			 * peer's sender needs too (shm); and two cores may run four ranks, so let other
@@ -411,6 +437,7 @@ void *ct_thread(void *arg)
 		}
 		/* Sleep on the doorbell: no longer awake, then one more look (a packet that arrived
 		 * before a sender saw us asleep is found here; one after rings us). */
+		spin_slot_drop(t);
 		tm_doorbell_awake(e->attr.tm, 0, -1);
 		if (!ct_own_try(t)) {
 			work = 1; /* someone else steps it: look again soon */
@@ -426,6 +453,7 @@ void *ct_thread(void *arg)
 		tm_doorbell_awake(e->attr.tm, 0, 1);
 		spins = 0;
 	}
+	spin_slot_drop(t);
 	tm_doorbell_awake(e->attr.tm, 0, -1);
 	return NULL;
 }
