@@ -6,14 +6,16 @@
  * a bad key and an out-of-range offset fail with the exact status on the completion counter,
  * write nothing, and the log names key, offset and length; the size is exact (a byte below it:
  * packets, counted in rx_bytes; at it: rndv_ops), and GICE_CT_RNDV_BYTES=auto switches puts
- * and gets at the size measured for the provider, op and path; more rendezvous gets at once than
- * the fabric has read slots all land; and between two processes over the provider and over the
- * plane. Runs once per provider in GICE_TEST_PROVIDERS (default "shm,tcp"); a provider libfabric
- * does not have here is skipped, and one without remote reads (raw udp) skips the cases of
- * rendezvous over it (exit 77 when no case ran).
+ * and gets at the size measured for the provider, op and path, and for CTs that spin (two devices
+ * of this process) or sleep at once (GICE_DEVICES_PER_RANK=16: more devices than CPUs); more
+ * rendezvous gets at once than the fabric has read slots all land; and between two processes
+ * over the provider and over the plane. Runs once per provider in GICE_TEST_PROVIDERS (default
+ * "shm,tcp"); a provider libfabric does not have here is skipped, and one without remote reads
+ * (raw udp) skips the cases of rendezvous over it (exit 77 when no case ran).
  * The measurement of gets against puts is `gice-bench get` (docs/gice-bench.md). */
 #include <check.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +75,7 @@ static void teardown(void)
 	unsetenv("GICE_PLANE");
 	unsetenv("GICE_CT_RNDV_BYTES");
 	unsetenv("GICE_TIMEOUT_MS");
+	unsetenv("GICE_DEVICES_PER_RANK");
 }
 
 /* The fixtures: which path a get of a size takes. GICE_CT_RNDV_BYTES=auto unless said. */
@@ -82,6 +85,25 @@ static void setup_net(void)
 	setenv("GICE_PLANE", "net", 1);
 	setenv("GICE_TIMEOUT_MS", "10000", 1);
 	setup();
+}
+/* 16 devices on this machine (the most GICE_DEVICES_PER_RANK says): with fewer CPUs than that,
+ * CTs sleep at once when idle (asleep_spins: whether they still spin here) */
+#define ASLEEP_DEVICES 16
+static int asleep_spins(void)
+{
+	cpu_set_t set;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	return CPU_COUNT(&set) >= ASLEEP_DEVICES;
+}
+static void setup_plane_asleep(void)
+{
+	setenv("GICE_DEVICES_PER_RANK", "16", 1);
+	setup();
+}
+static void setup_net_asleep(void)
+{
+	setenv("GICE_DEVICES_PER_RANK", "16", 1);
+	setup_net();
 }
 static void setup_packets(void)
 {
@@ -259,13 +281,14 @@ static int put(size_t n)
 }
 
 /* GICE_CT_RNDV_BYTES=auto: puts and gets switch to rendezvous exactly at the size measured for
- * this provider, op and path (the fixture's GICE_PLANE). */
-static void auto_sizes(int plane)
+ * this provider, op, path (the fixture's GICE_PLANE) and whether the CTs spin (the fixtures': two
+ * devices of one process spin, with the devices said to be more than the CPUs they sleep). */
+static void auto_sizes(int plane, int spins)
 {
 	const char *prov = gice_device_provider(dev[0]);
 
 	for (int is_get = 0; is_get < 2; is_get++) {
-		uint64_t from = ct_rndv_auto(prov, is_get, plane);
+		uint64_t from = ct_rndv_auto(prov, is_get, plane, spins);
 		ck_assert_uint_gt(from, 1);
 		ck_assert_uint_le(from, 4 * MIB);
 		fill(buf[is_get ? 1 : 0], from, 13);
@@ -284,13 +307,25 @@ static void auto_sizes(int plane)
 
 START_TEST(auto_size_on_the_plane_is_the_one_measured_for_the_provider_and_op)
 {
-	auto_sizes(1);
+	auto_sizes(1, 1);
 }
 END_TEST
 
 START_TEST(auto_size_over_the_provider_is_the_one_measured_for_it_and_the_op)
 {
-	auto_sizes(0);
+	auto_sizes(0, 1);
+}
+END_TEST
+
+START_TEST(auto_size_on_the_plane_with_sleeping_cts_is_the_one_measured_so)
+{
+	auto_sizes(1, asleep_spins());
+}
+END_TEST
+
+START_TEST(auto_size_over_the_provider_with_sleeping_cts_is_the_one_measured_so)
+{
+	auto_sizes(0, asleep_spins());
 }
 END_TEST
 
@@ -446,6 +481,12 @@ static Suite *suite(int reads)
 		ADD(tc, get_with_bad_key_or_range_fails_with_exact_status_and_names_the_values);
 		ADD(tc, auto_size_over_the_provider_is_the_one_measured_for_it_and_the_op);
 		ADD(tc, the_target_stops_polling_once_the_reads_have_ended);
+	}
+	tc = tcase(s, "plane_asleep", setup_plane_asleep);
+	ADD(tc, auto_size_on_the_plane_with_sleeping_cts_is_the_one_measured_so);
+	if (reads) {
+		tc = tcase(s, "net_asleep", setup_net_asleep);
+		ADD(tc, auto_size_over_the_provider_with_sleeping_cts_is_the_one_measured_so);
 	}
 	tc = tcase(s, "packets", setup_packets); /* GICE_CT_RNDV_BYTES=0: never rendezvous */
 	ADD(tc, get_of_1mib_as_packets_is_bit_exact);

@@ -531,9 +531,10 @@ int ct_read_params(struct ct_engine *e);
 /* Whether provider is prefix or has it as its first layer ("tcp" matches "tcp;ofi_rxm"). */
 int ct_provider_is(const char *provider, const char *prefix);
 /* ct_link_rndv.c: rendezvous — large puts at the target, large gets at the requester */
-/* The size GICE_CT_RNDV_BYTES=auto stands for, measured per provider, op (get 0: put) and path
- * (plane 1: the NVLink plane's copy, 0: the provider's remote read). */
-uint64_t ct_rndv_auto(const char *provider, int get, int plane);
+/* The size GICE_CT_RNDV_BYTES=auto stands for, measured per provider, op (get 0: put), path
+ * (plane 1: the NVLink plane's copy, 0: the provider's remote read) and whether the devices' CTs
+ * spin when idle (spins 1: the device's share of the CPUs, ct_params.c; 0: they sleep at once). */
+uint64_t ct_rndv_auto(const char *provider, int get, int plane, int spins);
 /* Whether message m (a put or get to peer p, not yet started) moves its data by rendezvous. */
 int ct_rndv_choose(const struct ct_engine *e, const ct_peer_t *p, const ct_msg_t *m);
 void ct_rx_rts(struct ct_engine *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h, const uint8_t *grant);

@@ -16,38 +16,42 @@
 
 /* ---------------------------------------------------------------- when */
 
-/* GICE_CT_RNDV_BYTES=auto: from which size a put or get goes by rendezvous, per provider, op and
- * path, measured on this project's 2-core development VM (libfabric 1.17, both ranks on
- * loopback, main's engine of 16 KiB packets, bundles and CTs that sleep when they outnumber
- * the CPUs: 8 runs at 1cc0c81 and 3 at 477c69b, pooled; each run started on an idle machine,
- * other jobs shared it at times: medians; docs/protocol.md#when-rendezvous-is-used has the
- * figures). Each entry is the smallest size from which rendezvous was at least as fast as
- * packets (within 3%), at that size and every larger one measured, in all of
+/* GICE_CT_RNDV_BYTES=auto: from which size a put or get goes by rendezvous, per provider, op,
+ * path and whether the devices' CTs spin when idle, measured on this project's 2-core
+ * development VM (libfabric 1.17, two ranks on loopback, 16 KiB packets, bundles;
+ * docs/protocol.md#when-rendezvous-is-used has the figures). Each entry is the smallest size
+ * from which rendezvous was at least as fast as packets (within 3%), at that size and every
+ * larger one measured, in all of
  *   - put ping-pong, one-way latency:
  *       GICE_PLANE=net|auto FI_TCP_IFACE=lo GICE_CT_RNDV_BYTES=0|1024 build/bin/gicerun -n 2 \
  *         build/bin/gice-bench put --csv --iters 1000 --provider P --sizes 2k,4k,...,1m
  *   - one put or get at a time, issue to completion, and 16 at a time:
  *       ... build/bin/gicerun -n 2 build/bin/gice-bench get --window 1|16 --provider P ...
  * Paths: net, the provider's fi_read (GICE_PLANE=net); plane, the NVLink plane's memcpy, with
- * the control packets over the provider. On the plane a rendezvous get costs no round trip more
- * than packets (the requester copies once the target said yes): gets cross over first. Over
- * tcp a read is the provider's own request and reply, served by the peer's progress: it pays
- * only for large messages. 2 KiB is the smallest size measured. A provider not listed keeps
- * the former 64 KiB. These move with the engine: measure again after changing its packets or
- * its sleeping. */
+ * the control packets over the provider. CTs sleeping: they slept at once when idle, as they do
+ * when the job's devices on a machine outnumber its CPUs (medians of 11 runs: 8 at 1cc0c81, 3
+ * at 477c69b, where two ranks on two cores slept so: their CT threads outnumbered the CPUs).
+ * Spinning: one CT of each device
+ * spun after its last work, as two ranks on two cores do since 4bfb696 (medians of 9 runs at
+ * 4bfb696, alternating packets and rendezvous). A read is served by the target's progress (over
+ * tcp the bytes go out only while it polls) and a plane get waits for the target's answer: a
+ * target whose CTs sleep answers a wake-up later, which puts most of the crossovers further
+ * out. On the plane a rendezvous get costs no round trip more than packets: gets cross over
+ * first. A provider not listed keeps the former 64 KiB. These move with the engine: measure
+ * again after changing its packets or its sleeping. */
 static const struct {
-	const char *prefix; /* as ct_provider_is */
-	uint64_t from[2][2]; /* [put, get][net, plane] */
+	const char *prefix;     /* as ct_provider_is */
+	uint64_t from[2][2][2]; /* [CTs sleep, spin][put, get][net, plane] */
 } rndv_table[] = {
-	{"shm", {{8192, 8192}, {32768, 4096}}},
-	{"tcp", {{131072, 16384}, {262144, 2048}}},
+	{"shm", {{{8192, 8192}, {32768, 4096}}, {{8192, 4096}, {8192, 2048}}}},
+	{"tcp", {{{131072, 16384}, {262144, 2048}}, {{65536, 16384}, {65536, 4096}}}},
 };
 
-uint64_t ct_rndv_auto(const char *provider, int get, int plane)
+uint64_t ct_rndv_auto(const char *provider, int get, int plane, int spins)
 {
 	for (size_t i = 0; provider && i < GICE_ARRAY_SIZE(rndv_table); i++)
 		if (ct_provider_is(provider, rndv_table[i].prefix))
-			return rndv_table[i].from[!!get][!!plane];
+			return rndv_table[i].from[!!spins][!!get][!!plane];
 	return 65536;
 }
 

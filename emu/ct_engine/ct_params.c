@@ -31,7 +31,8 @@ const gice_param_t ct_params[] = {
 	{"GICE_CT_RNDV_BYTES", "auto",
 	 "puts and gets of at least this many bytes move by rendezvous: one remote read (or NVLink plane copy) "
 	 "after the peer validated the range, when the provider offers reads or the peer is on the plane; "
-	 "auto: a size per provider, op and path, measured (docs/protocol.md); 0: always packets",
+	 "auto: a size per provider, op, path and whether CTs spin (GICE_CT_SPIN_US), measured (docs/protocol.md); "
+	 "0: always packets",
 	 GICE_PARAM_STR, 0, UINT32_MAX},
 	{"GICE_QOS_WEIGHTS", "8,4,2,1", "packets per turn of QoS classes 0..3 in the MPG weighted round robin",
 	 GICE_PARAM_STR, 0, 0},
@@ -105,10 +106,10 @@ static int size_or_auto(const gice_param_t *p, const char *zero, uint64_t *v, in
 	return gice_param_u64(&size, v); /* logged there: suffix, range */
 }
 
-/* GICE_CT_RNDV_BYTES: "auto" (ct_rndv_auto for this endpoint's provider) or one size for every
- * op and path (0: never). Rendezvous reads and copies go around the fault injector: while
- * GICE_FAULTS injects network faults, auto keeps the former 64 KiB, so that it sees the packets
- * it saw. */
+/* GICE_CT_RNDV_BYTES: "auto" (ct_rndv_auto for this endpoint's provider, and whether its CTs
+ * spin: spin_ns, read before) or one size for every op and path (0: never). Rendezvous reads
+ * and copies go around the fault injector: while GICE_FAULTS injects network faults, auto keeps
+ * the former 64 KiB, so that it sees the packets it saw. */
 static int rndv_param(ct_engine_t *e, const gice_param_t *p)
 {
 	uint64_t v = 0;
@@ -122,7 +123,8 @@ static int rndv_param(ct_engine_t *e, const gice_param_t *p)
 	}
 	for (int get = 0; get < 2; get++)
 		for (int plane = 0; plane < 2; plane++)
-			e->rndv_from[get][plane] = automatic ? ct_rndv_auto(e->attr.ep->provider, get, plane) : v;
+			e->rndv_from[get][plane] =
+				automatic ? ct_rndv_auto(e->attr.ep->provider, get, plane, e->spin_ns > 0) : v;
 	gice_debug("ct", "device %u over %s: rendezvous from %llu bytes (put) and %llu (get), on the NVLink plane "
 		   "from %llu and %llu (GICE_CT_RNDV_BYTES=%s)", e->attr.gid, e->attr.ep->provider,
 		   (unsigned long long)e->rndv_from[0][0], (unsigned long long)e->rndv_from[1][0],
@@ -201,13 +203,6 @@ int ct_read_params(ct_engine_t *e)
 	for (int i = 0; i < 8; i++)
 		if ((rc = gice_param_u64(&ct_params[i], &v[i])))
 			return rc;
-	if ((rc = rndv_param(e, &ct_params[P_RNDV])))
-		return rc;
-	e->mtu_max = (uint32_t)v[P_MTU];
-	if (e->attr.ep->max_packet && e->mtu_max > e->attr.ep->max_packet)
-		e->mtu_max = (uint32_t)e->attr.ep->max_packet; /* datagrams: 1472 bytes on udp */
-	if ((rc = bundle_param(e, e->mtu_max)))
-		return rc;
 	e->spin_ns = e->spin_cfg_ns = v[2] * 1000;
 	int spin_set = 0;
 	gice_param_raw(&ct_params[2], &spin_set);
@@ -222,6 +217,13 @@ int ct_read_params(ct_engine_t *e)
 			   e->attr.machine_devices, gice_cpus_usable());
 		e->spin_ns = 0;
 	}
+	if ((rc = rndv_param(e, &ct_params[P_RNDV])))
+		return rc;
+	e->mtu_max = (uint32_t)v[P_MTU];
+	if (e->attr.ep->max_packet && e->mtu_max > e->attr.ep->max_packet)
+		e->mtu_max = (uint32_t)e->attr.ep->max_packet; /* datagrams: 1472 bytes on udp */
+	if ((rc = bundle_param(e, e->mtu_max)))
+		return rc;
 	e->poll_ns = v[3] * 1000;
 	e->max_descs = (uint32_t)v[4];
 	e->max_peers = (uint32_t)v[5];
