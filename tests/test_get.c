@@ -89,6 +89,8 @@ static void setup_net(void)
 /* 16 devices on this machine (the most GICE_DEVICES_PER_RANK says): with fewer CPUs than that,
  * CTs sleep at once when idle (asleep_spins: whether they still spin here) */
 #define ASLEEP_DEVICES 16
+#define STR_(x) #x
+#define STR(x) STR_(x)
 static int asleep_spins(void)
 {
 	cpu_set_t set;
@@ -97,12 +99,12 @@ static int asleep_spins(void)
 }
 static void setup_plane_asleep(void)
 {
-	setenv("GICE_DEVICES_PER_RANK", "16", 1);
+	setenv("GICE_DEVICES_PER_RANK", STR(ASLEEP_DEVICES), 1);
 	setup();
 }
 static void setup_net_asleep(void)
 {
-	setenv("GICE_DEVICES_PER_RANK", "16", 1);
+	setenv("GICE_DEVICES_PER_RANK", STR(ASLEEP_DEVICES), 1);
 	setup_net();
 }
 static void setup_packets(void)
