@@ -31,14 +31,13 @@
  * the control packets over the provider. CTs sleeping: they slept at once when idle, as they do
  * when the job's devices on a machine outnumber its CPUs (medians of 11 runs: 8 at 1cc0c81, 3
  * at 477c69b, where two ranks on two cores slept so: their CT threads outnumbered the CPUs).
- * Spinning: one CT of each device
- * spun after its last work, as two ranks on two cores do since 4bfb696 (medians of 9 runs at
- * 4bfb696, alternating packets and rendezvous). A read is served by the target's progress (over
- * tcp the bytes go out only while it polls) and a plane get waits for the target's answer: a
- * target whose CTs sleep answers a wake-up later, which puts most of the crossovers further
- * out. On the plane a rendezvous get costs no round trip more than packets: gets cross over
- * first. A provider not listed keeps the former 64 KiB. These move with the engine: measure
- * again after changing its packets or its sleeping. */
+ * Spinning: one CT of each device spun after its last work, as two ranks on two cores do since
+ * 4bfb696 (medians of 9 runs at 4bfb696, alternating packets and rendezvous). A read is
+ * served by the target's progress (over tcp the bytes go out only while it polls) and a plane
+ * get waits for the target's answer: a target whose CTs sleep answers a wake-up later, which
+ * puts most of the crossovers further out. On the plane a rendezvous get costs no round trip
+ * more than packets: gets cross over first. A provider not listed keeps the former 64 KiB.
+ * These move with the engine: measure again after changing its packets or its sleeping. */
 static const struct {
 	const char *prefix;     /* as ct_provider_is */
 	uint64_t from[2][2][2]; /* [CTs sleep, spin][put, get][net, plane] */
