@@ -67,6 +67,18 @@ static inline void gice_cpu_relax(void)
 #endif
 }
 
+/* ---- spinner budgets: at most max threads of a group spin at once ---- */
+/* Take a place among *used: 1 if the caller may spin (gice_spin_put when it stops), 0 if it
+ * should sleep at once. *used may pass max for a moment (a taker that gives its place back). */
+static inline int gice_spin_get(_Atomic uint32_t *used, uint32_t max)
+{
+	if (atomic_fetch_add_explicit(used, 1, memory_order_relaxed) < max)
+		return 1;
+	atomic_fetch_sub_explicit(used, 1, memory_order_relaxed);
+	return 0;
+}
+static inline void gice_spin_put(_Atomic uint32_t *used) { atomic_fetch_sub_explicit(used, 1, memory_order_relaxed); }
+
 /* ---- futex on shared (not process-private) words: wakes cross processes ---- */
 /* Sleep while *word == expected, at most timeout_ns (UINT64_MAX: forever). Returns 0 on wake or
  * value change, GICE_ERR_TIMED_OUT on timeout. Spurious wake-ups are possible. */

@@ -143,8 +143,9 @@ int ct_provider_is(const char *provider, const char *prefix)
  * Over tcp every fabric message costs both ends a turn of rxm and of the socket: 4 KiB puts (3
  * to a bundle of 16 KiB) went 1.31x faster in bundles of 64 KiB (gice-bench rate against
  * GICE_BUNDLE_BYTES=16384, 7 runs alternated); 8 B and 1 KiB puts showed no difference beyond
- * the noise, and over shm 64 KiB gave mixed results (docs/protocol.md, Packet). The fault injector acts on fabric messages: while GICE_FAULTS injects network faults,
- * auto keeps bundles to the MTU, so that it sees the messages it saw. */
+ * the noise, and over shm 64 KiB gave mixed results (docs/protocol.md, Packet). The fault
+ * injector acts on fabric messages: while GICE_FAULTS injects network faults, auto keeps
+ * bundles to the MTU, so that it sees the messages it saw. */
 static const struct {
 	const char *prefix; /* as ct_provider_is */
 	uint64_t bytes;

@@ -357,24 +357,16 @@ static void ct0_sleep(ct_engine_t *e, uint32_t seq)
  * holds one already; 0: sleep. */
 static int spin_slot_take(ct_tile_t *t)
 {
-	ct_engine_t *e = t->e;
-	uint32_t n;
-
-	if (t->spin_slot)
-		return 1;
-	n = atomic_load_explicit(&e->spinning, memory_order_relaxed);
-	while (n < e->spin_slots)
-		if (atomic_compare_exchange_weak_explicit(&e->spinning, &n, n + 1, memory_order_relaxed,
-							  memory_order_relaxed))
-			return t->spin_slot = 1;
-	return 0;
+	if (!t->spin_slot)
+		t->spin_slot = (uint8_t)gice_spin_get(&t->e->spinning, t->e->spin_slots);
+	return t->spin_slot;
 }
 
 static void spin_slot_drop(ct_tile_t *t)
 {
 	if (t->spin_slot) {
 		t->spin_slot = 0;
-		atomic_fetch_sub_explicit(&t->e->spinning, 1, memory_order_relaxed);
+		gice_spin_put(&t->e->spinning);
 	}
 }
 

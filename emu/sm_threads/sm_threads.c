@@ -82,13 +82,7 @@ const gice_param_t smt_params[] = {
 
 /* An SM takes a spinning slot of the device's budget: 1 if it may spin (it must call spin_put
  * after, and stop when spin_over), 0 if it should sleep at once. */
-static int spin_get(smt_dev_t *d)
-{
-	if (atomic_fetch_add_explicit(&d->spinning, 1, memory_order_relaxed) < d->max_spinners)
-		return 1;
-	atomic_fetch_sub_explicit(&d->spinning, 1, memory_order_relaxed);
-	return 0;
-}
+static int spin_get(smt_dev_t *d) { return gice_spin_get(&d->spinning, d->max_spinners); }
 
 /* More threads spin than the budget (a stream thread started): a spinning SM yields. */
 static int spin_over(smt_dev_t *d)

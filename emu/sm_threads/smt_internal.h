@@ -102,7 +102,7 @@ static inline void spin_pause(const smt_dev_t *d, uint32_t i)
 		sched_yield();
 }
 
-static inline void spin_put(smt_dev_t *d) { atomic_fetch_sub_explicit(&d->spinning, 1, memory_order_relaxed); }
+static inline void spin_put(smt_dev_t *d) { gice_spin_put(&d->spinning); }
 
 /* smt_stream.c; kernel_finish completes a launch command with it. */
 void smt_stream_complete(smt_stream_t *s, uint64_t tail);
