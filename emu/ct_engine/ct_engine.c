@@ -26,6 +26,7 @@ static void engine_free(ct_engine_t *e)
 	for (uint32_t g = 0; e->peers && g < e->max_peers; g++)
 		free(e->peers[g].tx);
 	free(e->peers);
+	free(e->dack_peers);
 	free(e->tiles);
 	free(e->msgs);
 	free(e->bundle);
@@ -67,10 +68,11 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 	e->msgs = calloc(n_msgs, sizeof(*e->msgs));
 	e->tiles = calloc(attr->n_cts, sizeof(*e->tiles));
 	e->peers = calloc(e->max_peers, sizeof(*e->peers));
+	e->dack_peers = calloc(e->max_peers, sizeof(*e->dack_peers));
 	e->conns = calloc(CT_MAX_CONNS, sizeof(*e->conns));
 	e->descs = calloc(e->max_descs, sizeof(*e->descs));
 	e->bundle = malloc(e->bundle_max);
-	if (!e->msgs || !e->tiles || !e->peers || !e->conns || !e->descs || !e->bundle)
+	if (!e->msgs || !e->tiles || !e->peers || !e->dack_peers || !e->conns || !e->descs || !e->bundle)
 		goto err_mem;
 	for (uint32_t q = 0; q < CT_QOS_CLASSES; q++) {
 		e->act_head[q] = e->act_tail[q] = CT_NIL;

@@ -133,6 +133,7 @@ typedef struct { /* link-private (under the link lock) */
 	uint32_t by_id[CT_PEER_WIN];   /* msg_id % WIN → message index + 1 */
 	/* rx */
 	uint32_t rx_next_psn, rx_landed, ack_unsent;
+	uint32_t dack_pos;             /* its place in the engine's dack_peers + 1 (ack_unsent), or 0 */
 	uint8_t ack_due;
 	uint32_t ack_soon;             /* a message end awaits its ACK: link pass that saw it, or 0 */
 	uint64_t t_ack_wait;           /* when the oldest packet not yet acknowledged arrived */
@@ -309,8 +310,10 @@ struct ct_engine {
 	uint32_t wrr_class;
 	uint32_t acks_pending;
 	/* peers owed an ACK for packets received since the last one (delayed ack); atomic: the
-	 * sleep policy reads it outside the link lock */
+	 * sleep policy reads it outside the link lock. dack_peers lists them, in no order: a pass
+	 * that looks for due ACKs reads those, not every peer's line (GICE_CT_MAX_PEERS of them). */
 	_Atomic uint32_t acks_delayed;
+	uint32_t *dack_peers;
 	uint64_t dack_next_ns; /* earliest time one of them is due */
 	uint32_t pass;         /* link passes (ct_link.c; never 0): a message end is acked by the next */
 	uint64_t next_timer_ns; /* next retransmission check */

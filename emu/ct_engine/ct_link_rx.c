@@ -466,7 +466,10 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	}
 	if (p->ack_unsent++ == 0) { /* only a packet left unacknowledged pays for the timer */
 		p->t_ack_wait = gice_now_ns();
-		atomic_fetch_add_explicit(&e->acks_delayed, 1, memory_order_relaxed);
+		uint32_t n = atomic_load_explicit(&e->acks_delayed, memory_order_relaxed);
+		e->dack_peers[n] = h.src_gid;
+		p->dack_pos = n + 1;
+		atomic_store_explicit(&e->acks_delayed, n + 1, memory_order_relaxed);
 		if (e->dack_next_ns > p->t_ack_wait + ack_delay_ns(e))
 			e->dack_next_ns = p->t_ack_wait + ack_delay_ns(e);
 	}
@@ -489,9 +492,11 @@ int ct_flush_delayed_acks(ct_engine_t *e, uint64_t now)
 
 	if (now < e->dack_next_ns)
 		return 0;
-	for (uint32_t g = 0; g < e->max_peers; g++) {
+	/* backwards: an ACK sent takes its peer out of the list, the last one (seen) into its place */
+	for (uint32_t i = atomic_load_explicit(&e->acks_delayed, memory_order_relaxed); i-- > 0;) {
+		uint32_t g = e->dack_peers[i];
 		ct_peer_t *p = &e->peers[g];
-		if (!p->ack_unsent || p->ack_due) /* none owed, or already retried by flush_ctrl */
+		if (p->ack_due) /* already retried by flush_ctrl */
 			continue;
 		if (now - p->t_ack_wait >= delay || (p->ack_soon && p->ack_soon != e->pass)) {
 			ct_send_ack(e, g);

@@ -18,7 +18,12 @@ void ct_ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
 	p->ack_soon = 0;
 	if (p->ack_unsent) {
 		p->ack_unsent = 0;
-		atomic_fetch_sub_explicit(&e->acks_delayed, 1, memory_order_relaxed);
+		/* out of the list: the last one takes its place */
+		uint32_t n = atomic_load_explicit(&e->acks_delayed, memory_order_relaxed) - 1, last = e->dack_peers[n];
+		e->dack_peers[p->dack_pos - 1] = last;
+		e->peers[last].dack_pos = p->dack_pos;
+		p->dack_pos = 0;
+		atomic_store_explicit(&e->acks_delayed, n, memory_order_relaxed);
 	}
 }
 
