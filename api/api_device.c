@@ -70,7 +70,11 @@ static struct peer_map map_peer(const struct dev_blob *b)
 		gice_warn("api", "cannot attach device %u's trigger memory (%s)", b->gid, path);
 	if (fd >= 0)
 		close(fd); /* attach keeps its own descriptor */
-	if (!api_g.nvlink || b->hbm_fd < 0)
+	/* The plane needs both ends: each decides alone how a rendezvous moves its bytes (a copy
+	 * from the peer's mapped memory or a read over the provider), and a device that does not
+	 * map us could not read our memory the way a mapped one would. So a rank with
+	 * GICE_PLANE=net keeps every same-host peer on the network, on their side too. */
+	if (!api_g.nvlink || !b->plane || b->hbm_fd < 0)
 		return m;
 	snprintf(path, sizeof(path), "/proc/%u/fd/%d", b->pid, b->hbm_fd);
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -114,7 +118,8 @@ static int wire_remote(gice_device_t *d)
 {
 	struct dev_blob mine = {.gid = d->gid, .addr_len = (uint32_t)d->addr_len, .has_mr = (uint32_t)d->has_mr,
 				.mr = d->mr, .pid = (uint32_t)getpid(), .hbm_fd = hbm_fd(d->hbm), .hbm_size = d->size,
-				.tm_fd = tm_region_fd(d->tm), .auth = (uint32_t)ct_engine_auth(d->ct)};
+				.tm_fd = tm_region_fd(d->tm), .auth = (uint32_t)ct_engine_auth(d->ct),
+				.plane = (uint32_t)api_g.nvlink};
 	struct dev_blob *all, *grown;
 	struct peer_map *grown_map;
 	int rc;
@@ -188,7 +193,7 @@ static int wire_remote(gice_device_t *d)
 		if (r != api_g.rank) {
 			api_g.remote[api_g.n_remote] = all[r];
 			api_g.remote_map[api_g.n_remote] = map_peer(&all[r]);
-			plane_set(all[r].gid, api_g.remote_map[api_g.n_remote].tm);
+			plane_set(all[r].gid, all[r].plane ? api_g.remote_map[api_g.n_remote].tm : NULL);
 			api_g.n_remote++;
 		}
 	for (uint32_t i = 0; i < api_g.n_remote && !rc; i++) {

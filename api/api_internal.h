@@ -85,7 +85,9 @@ struct gice_stream {
 
 struct dev_blob {
 	uint32_t gid, addr_len, has_mr, pid;
-	uint32_t auth, pad; /* GICE_CT_AUTH: every device of the job must agree */
+	uint32_t auth;      /* GICE_CT_AUTH: every device of the job must agree */
+	uint32_t plane;     /* GICE_PLANE lets it map same-host peers: two devices of one host use
+			     * the NVLink plane between them only when both do (map_peer) */
 	char provider[32];   /* fab_ep.provider: every device of the job must agree */
 	fab_mr_info_t mr;
 	uint8_t addr[FAB_ADDR_MAX];

@@ -33,7 +33,8 @@ const gice_param_t api_params[] = {
 	{"GICE_PLANE", "auto",
 	 "auto or nvlink: devices on one host (same machine and network namespace) map each other's device "
 	 "memory (NVLink plane: large puts are copied with memcpy, gice_peer_ptr gives load/store pointers); "
-	 "net: every byte goes through libfabric",
+	 "net: every byte goes through libfabric, also from same-host ranks that allow the plane (a pair uses "
+	 "it only when both do)",
 	 GICE_PARAM_STR, 0, 0},
 	{"GICE_BIND", "0",
 	 "where a device's SM and CT threads run: 0 anywhere (the scheduler moves a CT that wakes to an idle "

@@ -154,9 +154,9 @@ START_TEST(malformed_headers_are_rejected_with_a_reason)
 	h.flags = CT_HF_STRONG;
 	ck_assert_str_eq(reject(h, len), "strong flag without signal");
 	h = sample();
-	h.op = CT_PKT_PUT_RTS; /* announces bytes, carries only its grant */
+	h.op = CT_PKT_PUT_RTS; /* announces bytes, carries its grant or nothing */
 	h.payload_len = 8;
-	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 8), "rendezvous packet without its grant");
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 8), "rendezvous packet with a payload that is not a grant");
 	h = (ct_hdr_t){.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .op = CT_PKT_HEARTBEAT,
 		       .flags = CT_HF_ACK, .ack = 3};
 	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "piggybacked ack on an unsequenced packet");
@@ -232,7 +232,7 @@ START_TEST(piggybacked_ack_round_trips)
 }
 END_TEST
 
-START_TEST(rendezvous_announcement_carries_a_length_and_only_its_grant)
+START_TEST(rendezvous_announcement_carries_a_length_and_its_grant_or_nothing)
 {
 	uint8_t pkt[CT_HDR_BYTES + CT_GRANT_BYTES] = {0};
 	ct_hdr_t h = sample(), o;
@@ -252,14 +252,21 @@ START_TEST(rendezvous_announcement_carries_a_length_and_only_its_grant)
 	ck_assert_uint_eq(key, 0x0102030405060708ull);
 	ck_assert_uint_eq(addr, 0x1000);
 	h.moff = 4;
-	ck_assert_str_eq(reject(h, sizeof(pkt)), "rendezvous packet without its grant");
+	ck_assert_str_eq(reject(h, sizeof(pkt)), "rendezvous packet with a payload that is not a grant");
+	/* no grant: the bytes are on the NVLink plane, at aux */
 	h.moff = 0;
 	h.payload_len = 0;
-	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "rendezvous packet without its grant");
+	h.aux = 4096;
+	ct_proto_build(&h, pkt);
+	ck_assert_int_eq(ct_proto_parse(pkt, CT_HDR_BYTES, &o, NULL), GICE_OK);
+	ck_assert_uint_eq(o.payload_len, 0);
+	ck_assert_uint_eq(o.aux, 4096);
+	h.moff = 4;
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES), "rendezvous packet with a payload that is not a grant");
 }
 END_TEST
 
-START_TEST(rendezvous_get_go_carries_a_length_and_its_grant_and_its_request_none)
+START_TEST(rendezvous_get_go_carries_a_length_and_its_grant_or_nothing_and_its_request_none)
 {
 	uint8_t pkt[CT_HDR_BYTES + CT_GRANT_BYTES] = {0};
 	ct_hdr_t h = sample(), o;
@@ -276,7 +283,11 @@ START_TEST(rendezvous_get_go_carries_a_length_and_its_grant_and_its_request_none
 	ck_assert_uint_eq(o.value, 123456);
 	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 32), "payload length does not match packet length");
 	h.payload_len = 32;
-	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 32), "rendezvous packet without its grant");
+	ck_assert_str_eq(reject(h, CT_HDR_BYTES + 32), "rendezvous packet with a payload that is not a grant");
+	h.payload_len = 0; /* on the NVLink plane: at value */
+	ct_proto_build(&h, pkt);
+	ck_assert_int_eq(ct_proto_parse(pkt, CT_HDR_BYTES, &o, NULL), GICE_OK);
+	ck_assert_uint_eq(o.value, 123456);
 	/* the request names its length in value, like GET_REQ: no msg_len */
 	h = sample();
 	h.op = CT_PKT_GET_RNDV;
@@ -388,8 +399,8 @@ int main(void)
 	tcase_add_test(tc, siphash13_matches_the_reference_vectors);
 	tcase_add_test(tc, mac_covers_the_header_under_the_key);
 	tcase_add_test(tc, the_documented_tables_match_the_code);
-	tcase_add_test(tc, rendezvous_announcement_carries_a_length_and_only_its_grant);
-	tcase_add_test(tc, rendezvous_get_go_carries_a_length_and_its_grant_and_its_request_none);
+	tcase_add_test(tc, rendezvous_announcement_carries_a_length_and_its_grant_or_nothing);
+	tcase_add_test(tc, rendezvous_get_go_carries_a_length_and_its_grant_or_nothing_and_its_request_none);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

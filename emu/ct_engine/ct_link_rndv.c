@@ -193,7 +193,9 @@ void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h,
 		rts_done(e, h->src_gid, h->msg_id, GICE_OK);
 		return;
 	}
-	if (!rc && !e->rma)
+	/* no grant: the sender maps us on the plane, but this device could not map it (the
+	 * warning at its open said why), and nothing else says where to read */
+	if (!rc && (!e->rma || !h->payload_len))
 		rc = GICE_ERR_UNSUPPORTED;
 	if (!rc && !(r = read_alloc(e)))
 		rc = GICE_ERR_AGAIN;
@@ -238,7 +240,7 @@ static void go_fail(ct_engine_t *e, uint32_t idx, const ct_hdr_t *h, int status,
 {
 	ct_msg_t *m = &e->msgs[idx];
 
-	if (!e->peers[m->peer].map) /* the target polls for our read until we say it ended */
+	if (h->payload_len) /* a grant: the target polls for our read until we say it ended */
 		(void)ct_send_ctrl(e, m->peer, CT_PKT_GET_DONE, 0, 0, m->msg_id);
 	gice_error("ct", "device %u: get of %llu bytes from device %u (msg %u), data at offset %llu there: %s; "
 		   "the get fails with %s", e->attr.gid, (unsigned long long)m->req.len, m->peer, m->msg_id,
@@ -260,7 +262,15 @@ void ct_rx_get_go(ct_engine_t *e, ct_peer_t *p, uint32_t idx, const ct_hdr_t *h,
 			return;
 		}
 		memcpy(e->base + m->req.src_off, p->map + h->value, m->req.len);
+		if (h->payload_len) /* a grant: the target, which does not map us, polls until this */
+			(void)ct_send_ctrl(e, m->peer, CT_PKT_GET_DONE, 0, 0, m->msg_id);
 		ct_resp_done(e, idx, GICE_OK);
+		return;
+	}
+	if (!h->payload_len) {
+		go_fail(e, idx, h, GICE_ERR_UNSUPPORTED,
+			"no grant came with it (the target maps this device on the NVLink plane), and this device "
+			"does not map the target (the warning at its open said why)");
 		return;
 	}
 	if (!(r = read_alloc(e))) {

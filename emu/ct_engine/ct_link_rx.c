@@ -151,16 +151,20 @@ void ct_rx_fail(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h, int status)
 	if (s->status == GICE_OK) {
 		/* once per message, with the values involved */
 		uint64_t n = e->n_refused++;
-		char mtu[64] = "";
+		char cause[160] = "";
 		if (h->op == CT_PKT_GET_REQ && h->aux && h->aux < CT_MTU_MIN) /* the cause: say it */
-			snprintf(mtu, sizeof(mtu), ", answer in packets of %llu bytes", (unsigned long long)h->aux);
+			snprintf(cause, sizeof(cause), ", answer in packets of %llu bytes", (unsigned long long)h->aux);
+		else if (h->op == CT_PKT_PUT_RTS && !h->payload_len && status == GICE_ERR_UNSUPPORTED)
+			snprintf(cause, sizeof(cause), ", its bytes at offset %llu of device %u on the NVLink plane (no grant "
+				 "came with them), which this device does not map", (unsigned long long)h->aux,
+				 h->src_gid);
 		if (CT_LOG_DUE(n)) /* a peer can send these as fast as it likes */
 			gice_error("ct", "%s from device %u (msg %u): key 0x%llx offset %llu length %llu%s: %s "
 				   "(%llu refused so far)", ct_pkt_name(h->op), h->src_gid, h->msg_id,
 				   (unsigned long long)h->rkey, (unsigned long long)h->roff,
 				   (unsigned long long)(h->op == CT_PKT_GET_REQ || h->op == CT_PKT_GET_RNDV ? h->value
 													   : h->msg_len),
-				   mtu, gice_status_name(status), (unsigned long long)n + 1);
+				   cause, gice_status_name(status), (unsigned long long)n + 1);
 		s->status = status;
 		ct_send_nack(e, h->src_gid, h->msg_id, status);
 	}

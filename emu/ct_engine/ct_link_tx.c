@@ -258,22 +258,25 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 #define RNDV_(kind) (0x80 | (kind)) /* the rendezvous form of a kind */
 	switch (m->rndv ? RNDV_(m->kind) : m->kind) {
 	case RNDV_(MK_PUT): /* rendezvous put: announce it; the target reads the bytes with the
-			     * grant (over the provider) or at aux (on the plane) */
+			     * grant (over the provider) or copies them from aux (on the plane: no
+			     * grant) */
 		h.op = CT_PKT_PUT_RTS;
 		h.msg_len = (uint32_t)m->req.len;
 		h.aux = m->req.src_off;
-		rc = p->map ? GICE_OK : ct_grant_find(e, m->req.src_off, m->req.len, &grant);
-		if (rc) { /* deregistered since it was queued (ct_rndv_choose found it) */
-			if (!m->status)
-				m->status = rc;
-			m->need = 0;
-			ct_nack_done(e, m);
-			return SEND_DONE;
+		if (!p->map) {
+			rc = ct_grant_find(e, m->req.src_off, m->req.len, &grant);
+			if (rc) { /* deregistered since it was queued (ct_rndv_choose found it) */
+				if (!m->status)
+					m->status = rc;
+				m->need = 0;
+				ct_nack_done(e, m);
+				return SEND_DONE;
+			}
+			ct_proto_grant_build(grant.key, grant.addr, gbuf);
+			payload = gbuf;
+			plen = CT_GRANT_BYTES;
+			h.payload_len = plen;
 		}
-		ct_proto_grant_build(grant.key, grant.addr, gbuf);
-		payload = gbuf;
-		plen = CT_GRANT_BYTES;
-		h.payload_len = plen;
 		if (m->req.flags & CT_RF_SIGNAL) {
 			h.flags |= CT_HF_SIGNAL | ((m->req.flags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
 				   ((m->req.flags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
@@ -286,7 +289,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		h.value = m->req.len;
 		break;
 	case RNDV_(MK_GET_RESP): /* the range of get aux is validated: the data is at value (the
-				  * plane), or where the grant of its region says */
+				  * plane: no grant), or where the grant of its region says */
 		h.op = CT_PKT_GET_GO;
 		h.msg_len = (uint32_t)m->req.len;
 		h.value = m->req.value;
@@ -294,12 +297,15 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		if (!p->map && !m->status && ct_grant_find(e, m->req.value, m->req.len, &grant))
 			m->status = GICE_ERR_UNREGISTERED; /* deregistered since it was validated */
 		h.status = m->status;
-		if (!p->map && !m->status)
-			ct_serve_start(e, p); /* its read needs our progress until its GET_DONE */
-		ct_proto_grant_build(grant.key, grant.addr, gbuf);
-		payload = gbuf;
-		plen = CT_GRANT_BYTES;
-		h.payload_len = plen;
+		if (!p->map && !m->status) {
+			/* its read needs our progress until its GET_DONE, which a GET_GO with a grant
+			 * always gets (ct_rx_get_go) */
+			ct_serve_start(e, p);
+			ct_proto_grant_build(grant.key, grant.addr, gbuf);
+			payload = gbuf;
+			plen = CT_GRANT_BYTES;
+			h.payload_len = plen;
+		}
 		break;
 	case MK_PUT:
 	case MK_GET_RESP:

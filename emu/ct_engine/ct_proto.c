@@ -192,10 +192,10 @@ int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
 		if (h->payload_len == 0 && h->msg_len != 0)
 			return bad(why, "empty packet of a non-empty message");
 		break;
-	case CT_PKT_PUT_RTS: /* announce msg_len bytes, carry only the grant to read them with */
-	case CT_PKT_GET_GO:
-		if (h->payload_len != CT_GRANT_BYTES || h->moff)
-			return bad(why, "rendezvous packet without its grant");
+	case CT_PKT_PUT_RTS: /* announce msg_len bytes, carry only the grant to read them with, or */
+	case CT_PKT_GET_GO:  /* nothing (the NVLink plane) */
+		if ((h->payload_len != CT_GRANT_BYTES && h->payload_len != 0) || h->moff)
+			return bad(why, "rendezvous packet with a payload that is not a grant");
 		break;
 	default:
 		if (h->payload_len || h->msg_len || h->moff)

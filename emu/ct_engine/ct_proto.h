@@ -10,10 +10,11 @@
 #include <stdint.h>
 
 #define CT_PROTO_MAGIC 0x45434947u /* "GICE" little-endian */
-#define CT_PROTO_VERSION 4 /* 2: piggybacked acks, bundles, rendezvous gets (GET_RNDV, GET_GO);
+#define CT_PROTO_VERSION 5 /* 2: piggybacked acks, bundles, rendezvous gets (GET_RNDV, GET_GO);
 			     * 3: the job's MAC (mac), csum and ack moved to make room;
 			     * 4: PUT_RTS and GET_GO carry a read grant (CT_GRANT_BYTES payload),
-			     *    mac is SipHash-1-3 */
+			     *    mac is SipHash-1-3;
+			     * 5: ... or no payload: the bytes are on the NVLink plane */
 #define CT_HDR_BYTES 96
 #define CT_MAX_PAYLOAD (1u << 20) /* largest MTU accepted */
 #define CT_MTU_MIN 256 /* smallest packet size a device uses (GICE_MTU, connections) */
@@ -97,8 +98,9 @@ typedef struct {
 
 /* The payload of PUT_RTS and GET_GO: a read grant, where the reader reads the message's bytes
  * over the provider — the provider key of the sender's registered region that holds them and
- * the remote address of their first byte (u64 key, u64 addr, little-endian). Zero on the NVLink
- * plane, where aux (PUT_RTS) or value (GET_GO) is the device offset instead. */
+ * the remote address of their first byte (u64 key, u64 addr, little-endian). None (payload_len
+ * 0) when the sender maps the reader on the NVLink plane: the reader copies from aux (PUT_RTS)
+ * or value (GET_GO), the device offset, which either form carries. */
 #define CT_GRANT_BYTES 16
 void ct_proto_grant_build(uint64_t key, uint64_t addr, void *buf);
 void ct_proto_grant_parse(const void *buf, uint64_t *key, uint64_t *addr);
@@ -107,7 +109,7 @@ void ct_proto_grant_parse(const void *buf, uint64_t *key, uint64_t *addr);
 void ct_proto_build(const ct_hdr_t *h, void *buf);
 /* Decode and validate len bytes at buf: length, magic, version, op, known flags, ack only with its flag,
  * payload_len == len - CT_HDR_BYTES <= CT_MAX_PAYLOAD, moff + payload_len <= msg_len for data
- * packets, exactly a grant on PUT_RTS and GET_GO, no payload on other control packets. GICE_OK and *h filled, or GICE_ERR_BAD_PACKET with
+ * packets, a grant or nothing on PUT_RTS and GET_GO, no payload on other control packets. GICE_OK and *h filled, or GICE_ERR_BAD_PACKET with
  * *why (may be NULL) naming the failed check. Touches nothing but *h and *why. */
 int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why);
 /* A fabric message carries one or more packets back to back (a bundle). The length of the
