@@ -37,11 +37,9 @@ static int armed_remove(ct_tile_t *t, uint32_t di)
 	return 1;
 }
 
-/* Fire every due descriptor of counter id. Returns the number fired. */
-int ct_fire_due(ct_tile_t *t, uint32_t id)
+int ct_fire_due(ct_tile_t *t, uint32_t id, uint64_t v)
 {
 	ct_engine_t *e = t->e;
-	uint64_t v = tm_counter_read(e->attr.tm, id);
 	int n = 0;
 
 	while (t->armed[id] != CT_NIL) {

@@ -582,7 +582,9 @@ void ct_msg_release(struct ct_engine *e, uint32_t idx);
 void ct_retire(struct ct_engine *e, uint32_t ct, uint64_t ticket);
 void ct_complete_counter(struct ct_engine *e, uint32_t counter, int status);
 /* ct_armed.c: armed descriptors */
-int ct_fire_due(ct_tile_t *t, uint32_t id);
+/* Fire the descriptors of counter id that value v (the counter as read before the queue was
+ * drained: ct_tile_step) makes due. Returns the number fired. */
+int ct_fire_due(ct_tile_t *t, uint32_t id, uint64_t v);
 /* An ARM or DISARM control request, taken from the queue in its place. */
 void ct_control_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket);
 /* ct_peer_stats.c: a packet of len bytes failed its checksum: count it for the peer its header

@@ -290,16 +290,23 @@ int ct_tile_step(ct_tile_t *t, int by_proxy)
 {
 	ct_engine_t *e = t->e;
 	uint32_t ids[64];
+	uint64_t vals[64];
 	/* Triggers first, then the queue, then fire: a request pushed before a trigger write
 	 * that we have seen is visible in the queue, and goes out before what the trigger
-	 * fires (issue order on a connection). If the queue cannot be emptied now, the
-	 * triggers wait for the next pass. */
+	 * fires (issue order on a connection). So the values fired on are read now, before the
+	 * queue (acquire: what their writers pushed before is in it); a write after this read
+	 * marks its counter again and fires in the next pass, after what it was issued behind.
+	 * (Read at fire time, a write that came after the queue was found empty fired what it
+	 * was issued behind: a strong signal beat its put.) If the queue cannot be emptied now,
+	 * the triggers wait for the next pass. */
 	int empty;
 	uint32_t n = tm_dirty_take(e->attr.tm, t->idx, ids, GICE_ARRAY_SIZE(ids));
+	for (uint32_t i = 0; i < n; i++)
+		vals[i] = tm_counter_read(e->attr.tm, ids[i]);
 	int work = drain_queue(t, n ? INT32_MAX : 64, by_proxy, &empty);
 	for (uint32_t i = 0; i < n; i++) {
 		if (empty)
-			work += ct_fire_due(t, ids[i]) + 1;
+			work += ct_fire_due(t, ids[i], vals[i]) + 1;
 		else
 			tm_dirty_mark(e->attr.tm, t->idx, ids[i]);
 	}
