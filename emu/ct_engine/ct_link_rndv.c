@@ -193,8 +193,8 @@ void ct_rx_rts(ct_engine_t *e, ct_peer_t *p, ct_rx_slot_t *s, const ct_hdr_t *h,
 		rts_done(e, h->src_gid, h->msg_id, GICE_OK);
 		return;
 	}
-	/* no grant: the sender maps us on the plane, but this device could not map it (the
-	 * warning at its open said why), and nothing else says where to read */
+	/* no reads here, or no grant: the sender maps us on the plane but this device could not
+	 * map it (the warning at its open said why), and nothing else says where to read */
 	if (!rc && (!e->rma || !h->payload_len))
 		rc = GICE_ERR_UNSUPPORTED;
 	if (!rc && !(r = read_alloc(e)))
