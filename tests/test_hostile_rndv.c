@@ -32,13 +32,19 @@ START_TEST(rendezvous_announcements_never_read_the_devices_own_memory)
 END_TEST
 
 /* A PUT_RTS of 4096 bytes without a grant, as device d2 announces a put of its region2 on the
- * NVLink plane: aux is their device offset there. */
-static uint32_t h_rts_on_plane(void)
+ * NVLink plane: aux is their device offset there. It adds 1 to d's counter sig once landed (0:
+ * no signal). */
+static uint32_t h_rts_on_plane(gice_counter_t sig)
 {
 	uint64_t at = (uint64_t)(region2 - (uint8_t *)hbm_base(d2->hbm));
 	ct_hdr_t hd = {.op = CT_PKT_PUT_RTS, .flags = CT_HF_FIRST | CT_HF_LAST, .src_gid = gice_device_id(d2),
 		       .msg_id = msg_id++, .psn = psn++, .rkey = rkey, .roff = 512, .msg_len = 4096, .aux = at};
 
+	if (sig) {
+		hd.flags |= CT_HF_SIGNAL | CT_HF_SIG_ADD;
+		hd.sig_id = sig;
+		hd.value = 1;
+	}
 	h_send(hd, NULL, NULL, 0);
 	return hd.msg_id;
 }
@@ -47,12 +53,18 @@ static uint32_t h_rts_on_plane(void)
 START_TEST(an_announcement_without_a_grant_is_copied_on_the_plane)
 {
 	gice_stats_t st0 = stats();
+	gice_counter_t landed;
 
+	ck_assert_int_eq(gice_counter_alloc(d, &landed), GICE_OK);
 	memset(region2, 0xc3, 4096);
-	h_rts_on_plane();
-	WAIT_STAT(rx_pkts, st0.rx_pkts + 1);
-	for (uint64_t ms = 0; region[512 + 4095] != 0xc3 && ms < test_scaled(10000); ms++)
+	h_rts_on_plane(landed);
+	/* its signal: the bytes are in (the wait orders our reads after the copy) */
+	for (uint64_t ms = 0; gice_counter_read(d, landed) < 1 && ms < test_scaled(20000); ms++) {
+		h_progress();
 		nap_ms(1);
+	}
+	ck_assert_int_eq(gice_counter_wait(d, landed, GICE_CMP_GE, 1, 1, NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_free(d, landed), GICE_OK);
 	for (size_t i = 0; i < 4096; i++)
 		ck_assert_uint_eq(region[512 + i], 0xc3);
 	ck_assert_uint_eq(stats().nacks_sent, st0.nacks_sent);
@@ -69,7 +81,7 @@ START_TEST(an_announcement_without_a_grant_is_refused_off_the_plane)
 	uint64_t nacks = stats().nacks_sent;
 
 	test_log_begin(&rts_log);
-	uint32_t id = h_rts_on_plane();
+	uint32_t id = h_rts_on_plane(0);
 	uint64_t got = 0;
 	for (uint64_t ms = 0; (got = stats().nacks_sent) < nacks + 1 && ms < test_scaled(20000); ms++) {
 		h_progress();
