@@ -2,7 +2,8 @@
  * packets (ct_proto_next), each decoded and validated (ct_proto_parse), its checksum and MAC
  * checked — with any bytes at all. A crash, a sanitizer report, or a parse that accepts what the
  * documented rules reject (checked below) is a finding. Run with `make fuzz FUZZ_SECONDS=N`; the
- * seed corpus (tests/fuzz/corpus) holds one packet of each op and a bundle. */
+ * seed corpus (tests/fuzz/corpus) holds one packet of each op (a PUT_RTS in both forms) and a
+ * bundle. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,8 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if ((h.op == CT_PKT_PUT || h.op == CT_PKT_GET_RESP) &&
 			    (uint64_t)h.moff + h.payload_len > h.msg_len)
 				abort();
-			if ((h.op == CT_PKT_PUT_RTS || h.op == CT_PKT_GET_GO) && h.payload_len != CT_GRANT_BYTES)
-				abort(); /* a rendezvous packet carries its grant, nothing else */
+			if ((h.op == CT_PKT_PUT_RTS || h.op == CT_PKT_GET_GO) && h.payload_len != CT_GRANT_BYTES &&
+			    h.payload_len != 0)
+				abort(); /* a rendezvous packet carries its grant or nothing (the plane) */
 			if (h.op != CT_PKT_PUT && h.op != CT_PKT_GET_RESP && h.op != CT_PKT_PUT_RTS &&
 			    h.op != CT_PKT_GET_GO && h.payload_len)
 				abort();
