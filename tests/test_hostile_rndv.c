@@ -8,9 +8,6 @@
  * unchanged and its own traffic working. */
 #include "tests/hostile.h"
 
-/* d's log while it takes in what the hostile sender sent, up to the NACKs it counts. */
-static struct test_log rts_log;
-
 START_TEST(rendezvous_announcements_never_read_the_devices_own_memory)
 {
 	uint64_t nacks = stats().nacks_sent;
@@ -79,6 +76,7 @@ START_TEST(an_announcement_without_a_grant_is_refused_off_the_plane)
 {
 	char log[4096], want[320];
 	uint64_t nacks = stats().nacks_sent;
+	struct test_log rts_log; /* d's log from the announcement to its NACK */
 
 	test_log_begin(&rts_log);
 	uint32_t id = h_rts_on_plane(0);
