@@ -361,26 +361,54 @@ err_free:
 	return rc;
 }
 
-int gice_device_close(gice_device_t *d)
+/* What still waits on d ends (GICE_ERR_CANCELED), and same-host peers that map its trigger
+ * memory see that it closed, rather than died; then d leaves the job's sight (the watchdog's
+ * first), and the other devices of this process stop sending to it. */
+static void device_unlist(gice_device_t *d)
 {
-	gice_stats_t st;
-
-	if (!d)
-		return GICE_ERR_INVALID;
-	api_sym_device_closed(d);
-	smt_destroy(d->smt);
-	/* what still waits on it ends (GICE_ERR_CANCELED), and same-host peers that map its trigger
-	 * memory see that it closed, rather than died */
 	tm_region_abort(d->tm, GICE_ERR_CANCELED);
-	pthread_mutex_lock(&api_g.lock); /* out of the watchdog's sight first */
+	pthread_mutex_lock(&api_g.lock);
 	api_g.devs[d->index] = NULL;
 	d->live = 0;
 	plane_set(d->gid, NULL);
-	/* the other devices of this process stop sending to it before its endpoint closes */
 	for (uint64_t i = 0; i < api_g.max_devices; i++)
 		if (api_g.devs[i] && api_g.devs[i]->live)
 			ct_peer_closed(api_g.devs[i]->ct, d->gid);
 	pthread_mutex_unlock(&api_g.lock);
+}
+
+/* The close of a device whose link is held by a call that does not return (a kernel's SM
+ * thread or CT 0 stepping the link inside libfabric's shm, spinning on a lock a dead process
+ * held): nothing can stop that thread, and destroying the device would wait for it forever (the
+ * streams for its kernel, the engine for the link). The device leaves the job as a closed one
+ * does; its other threads are stopped; the stuck thread, and everything it may still touch
+ * (threads, endpoint, memory), are left to the process's exit. */
+static int device_abandon(gice_device_t *d, uint64_t held_ns)
+{
+	uint64_t wait_ns = GICE_MIN(api_g.timeout_ns / 4, 250000000ull); /* for each module's threads */
+
+	device_unlist(d);
+	uint32_t left = smt_abandon(d->smt, gice_now_ns() + wait_ns);
+	left += ct_engine_abandon(d->ct, gice_now_ns() + wait_ns);
+	gice_error("api", "device %u: closed with its link held for %llu ms by a call that does not return (a "
+		   "thread stuck in the fabric provider, which nothing can stop; %u of its threads still run): its "
+		   "threads, endpoint and memory are left to the process's exit: %s",
+		   d->gid, (unsigned long long)(held_ns / 1000000), left, gice_status_name(GICE_ERR_CT_STALLED));
+	return GICE_ERR_CT_STALLED;
+}
+
+int gice_device_close(gice_device_t *d)
+{
+	gice_stats_t st;
+	uint64_t held_ns;
+
+	if (!d)
+		return GICE_ERR_INVALID;
+	api_sym_device_closed(d);
+	if (ct_engine_link_stuck(d->ct, &held_ns))
+		return device_abandon(d, held_ns);
+	smt_destroy(d->smt);
+	device_unlist(d);
 	if (gice_device_stats(d, &st) == GICE_OK) {
 		pthread_mutex_lock(&api_g.lock);
 		api_stats_add(&api_g.closed_stats, &st);

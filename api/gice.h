@@ -86,7 +86,10 @@ typedef struct {
  * opens; message names the provider). */
 int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out);
 /* Stop the device's threads after queued stream work has run; pending operations complete with
- * GICE_ERR_CANCELED. GICE_ERR_INVALID on NULL. */
+ * GICE_ERR_CANCELED. GICE_ERR_INVALID on NULL. GICE_ERR_CT_STALLED when the watchdog found the
+ * device's link held by a call into the fabric provider that does not return (libfabric's shm
+ * spinning on a lock a dead process held): the device is closed to the job, its queued work
+ * dropped, and the stuck thread, with what it may touch, left to the process's exit (logged). */
 int gice_device_close(gice_device_t *dev);
 /* Global id of the device (what peers name in gice_conn_open). */
 uint32_t gice_device_id(const gice_device_t *dev);

@@ -415,8 +415,8 @@ static int survivor_fn(int rank, int size)
 	 * (libfabric 1.17). When that call was the waiting kernel's own step of the link, its wait
 	 * cannot end. The watchdog says so (a call that "does not return"), aborts the device and
 	 * the host's sync ends with the peer named, as test_stuck_link_still_names_the_dead_peer
-	 * checks when the test holds the link itself. That much is checked here; the kernel's
-	 * thread stays in the provider (no close: it would wait for that thread). */
+	 * checks when the test holds the link itself. That much is checked here, and that the
+	 * device still closes (test_stuck_close): the kernel's thread stays in the provider. */
 	if (!tolerate && !atomic_load(&w.t_end) && info.message && strstr(info.message, "does not return")) {
 		FAILIF(rc != GICE_ERR_PEER_DEAD, "stuck provider: sync got %s", gice_status_name(rc));
 		FAILIF(t_sync > t_kill + test_scaled(2000), "stuck provider: sync ended %llu ms after the kill",
@@ -426,6 +426,9 @@ static int survivor_fn(int rank, int size)
 		       "stuck provider: job error %s, rank %u", gice_status_name(info.status), info.peer_rank);
 		fprintf(stderr, "rank 0: the kernel's thread is stuck in the provider on a lock the killed rank "
 				"held; the device was aborted and the sync ended: %s\n", info.message);
+		rc = gice_device_close(d);
+		FAILIF(rc != GICE_ERR_CT_STALLED, "stuck provider: close got %s", gice_status_name(rc));
+		FAILIF(gice_finalize(), "stuck provider: finalize");
 		return 0;
 	}
 	if (tolerate) {

@@ -167,6 +167,21 @@ void gice_futex_wake(_Atomic uint32_t *word, int n)
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, n, NULL, NULL, 0);
 }
 
+int gice_join_by(pthread_t t, uint64_t deadline_ns)
+{
+	/* tries, not pthread_clockjoin_np: ThreadSanitizer knows no join it does not intercept */
+	for (;;) {
+		if (pthread_tryjoin_np(t, NULL) == 0)
+			return 1;
+		if (gice_now_ns() >= deadline_ns)
+			break;
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	pthread_detach(t);
+	return 0;
+}
+
 uint64_t gice_random_u64(void)
 {
 	uint64_t v = 0;

@@ -3,6 +3,7 @@
 #ifndef GICE_COMMON_H
 #define GICE_COMMON_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -85,6 +86,11 @@ static inline void gice_spin_put(_Atomic uint32_t *used) { atomic_fetch_sub_expl
 int gice_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ns);
 /* Wake up to n sleepers on word. */
 void gice_futex_wake(_Atomic uint32_t *word, int n);
+
+/* ---- threads ---- */
+/* Join thread t if it ends by deadline_ns (gice_now_ns time), else detach it and leave it to
+ * run on: 1 joined, 0 left. For a thread that may be stuck in a call that never returns. */
+int gice_join_by(pthread_t t, uint64_t deadline_ns);
 
 /* ---- random ---- */
 uint64_t gice_random_u64(void); /* getrandom(2); used for memory keys and job secrets */

@@ -178,6 +178,20 @@ void ct_engine_destroy(ct_engine_t *e)
 	engine_free(e);
 }
 
+uint32_t ct_engine_abandon(ct_engine_t *e, uint64_t deadline_ns)
+{
+	uint32_t left = 0;
+
+	atomic_store_explicit(&e->stop, 1, memory_order_release);
+	for (uint32_t c = 0; c < e->attr.n_cts; c++)
+		tm_doorbell_ring(e->attr.tm, c);
+	for (uint32_t c = 0; c < e->attr.n_cts; c++)
+		left += (uint32_t)!gice_join_by(e->tiles[c].thread, deadline_ns);
+	if (atomic_load(&e->proxy_started))
+		left += (uint32_t)!gice_join_by(e->proxy, deadline_ns);
+	return left;
+}
+
 int ct_engine_auth(const ct_engine_t *e) { return e->auth; }
 
 int ct_engine_mr(const ct_engine_t *e, fab_mr_info_t *mr)

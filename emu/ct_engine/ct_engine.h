@@ -203,6 +203,14 @@ typedef struct {
 int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out);
 /* Stops the threads; pending operations complete with GICE_ERR_CANCELED. */
 void ct_engine_destroy(ct_engine_t *e);
+/* Whether the link is held by a call that does not return, as the watchdog judged it (and it
+ * still is, for over the timeout: *held_ns): the engine cannot be destroyed then, as its
+ * destruction needs the link. */
+int ct_engine_link_stuck(ct_engine_t *e, uint64_t *held_ns);
+/* For such an engine: its threads are told to stop; those that end by deadline_ns (gice_now_ns
+ * time) are joined, the rest left to run on (detached). Frees nothing, fails nothing (the link's
+ * holder has it). Returns the threads left. */
+uint32_t ct_engine_abandon(ct_engine_t *e, uint64_t deadline_ns);
 
 /* Device gid (in this process) is closing: stop talking to it now, failing what is in flight
  * to it with GICE_ERR_PEER_DEAD. Peers in other processes learn it from a BYE packet (or the

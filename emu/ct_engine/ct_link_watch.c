@@ -222,6 +222,17 @@ static int link_stuck(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 	return 1;
 }
 
+int ct_engine_link_stuck(ct_engine_t *e, uint64_t *held_ns)
+{
+	uint64_t held = since(gice_now_ns(), atomic_load_explicit(&e->t_poll, memory_order_relaxed));
+
+	if (!atomic_load_explicit(&e->stuck_told, memory_order_relaxed) ||
+	    !atomic_load_explicit(&e->link_lock, memory_order_relaxed) || held <= e->timeout_ns)
+		return 0;
+	*held_ns = held;
+	return 1;
+}
+
 int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 {
 	int events = 0;

@@ -370,6 +370,29 @@ void smt_destroy(smt_dev_t *d)
 	free(d);
 }
 
+uint32_t smt_abandon(smt_dev_t *d, uint64_t deadline_ns)
+{
+	smt_stream_t *s[SMT_MAX_STREAMS];
+	uint32_t left = 0;
+
+	/* every thread told first, then each waited for: the idle ones end meanwhile */
+	pthread_mutex_lock(&d->lock);
+	memcpy(s, d->streams, sizeof(s));
+	pthread_mutex_unlock(&d->lock);
+	for (uint32_t i = 0; i < SMT_MAX_STREAMS; i++)
+		if (s[i])
+			smt_stream_stop(s[i]);
+	atomic_store_explicit(&d->stop, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&d->work_seq, 1, memory_order_seq_cst);
+	gice_futex_wake(&d->work_seq, INT_MAX);
+	for (uint32_t i = 0; i < SMT_MAX_STREAMS; i++)
+		if (s[i])
+			left += (uint32_t)!gice_join_by(s[i]->thread, deadline_ns);
+	for (uint32_t i = 0; i < d->n_sms; i++)
+		left += (uint32_t)!gice_join_by(d->sms[i].thread, deadline_ns);
+	return left;
+}
+
 uint32_t smt_num_sms(const smt_dev_t *d)
 {
 	return d->n_sms;

@@ -39,6 +39,11 @@ int smt_create(uint32_t n_sms, uint32_t dev_id, tm_region_t *tm, smt_dev_t **out
 void smt_set_engine_step(smt_dev_t *d, int (*step)(void *arg, uint32_t ring), void *arg);
 /* Stops the threads after the work queued on every stream has run. */
 void smt_destroy(smt_dev_t *d);
+/* For a device that cannot be destroyed (a kernel's thread is stuck in a call that does not
+ * return): its streams and SMs are told to stop without running what is queued; those that end
+ * by deadline_ns (gice_now_ns time) are joined, the rest left to run on (detached). Frees
+ * nothing: what is left may use it. Returns the threads left. */
+uint32_t smt_abandon(smt_dev_t *d, uint64_t deadline_ns);
 uint32_t smt_num_sms(const smt_dev_t *d);
 
 int smt_stream_create(smt_dev_t *d, smt_stream_t **out);

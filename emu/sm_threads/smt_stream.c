@@ -498,6 +498,15 @@ static int stream_sync(smt_stream_t *s, uint64_t timeout_ns, int idle)
 int smt_stream_sync(smt_stream_t *s, uint64_t timeout_ns) { return stream_sync(s, timeout_ns, 0); }
 int smt_stream_sync_idle(smt_stream_t *s, uint64_t idle_ns) { return stream_sync(s, idle_ns, 1); }
 
+void smt_stream_stop(smt_stream_t *s)
+{
+	/* the device was aborted: its thread skips what is queued, except the kernel that runs,
+	 * whose end it waits for (kernel_wait), maybe forever */
+	atomic_store_explicit(&s->stop, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&s->cmd_seq, 1, memory_order_seq_cst);
+	gice_futex_wake(&s->cmd_seq, 1);
+}
+
 int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
 {
 	smt_dev_t *d;

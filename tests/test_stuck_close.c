@@ -1,0 +1,138 @@
+/* Description: a device whose link is stuck in a call that does not return still closes.
+ * A kernel's SM thread that steps the link runs the provider's code; libfabric 1.17's shm spins
+ * there forever on a lock in the shared memory of a process that died holding it. Here a kernel
+ * takes the link and never returns, as that thread does. Then:
+ * - the watchdog says the link is stuck (the device's error: GICE_ERR_CT_STALLED, "does not
+ *   return") within 2x GICE_TIMEOUT_MS;
+ * - gice_device_close returns GICE_ERR_CT_STALLED within GICE_TIMEOUT_MS, and logs why (the
+ *   device, how long its link has been held, what is left to the process's exit), where it
+ *   used to wait forever for the stuck thread; of the device's threads only two still run (the
+ *   stuck kernel's SM and its stream, which waits for it): the others were stopped;
+ * - another device of the process still opens, works and closes, gice_finalize returns, and the
+ *   process exits with the stuck thread still spinning.
+ * Time bounds scale with CK_TIMEOUT_MULTIPLIER (sanitizers). */
+#include <check.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/api_internal.h"
+#include "api/gice.h"
+#include "emu/ct_engine/ct_internal.h"
+#include "tests/test_util.h"
+
+#define TIMEOUT_MS 500
+
+static _Atomic int held;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Takes the link (a pass of it, as the kernel's own step does) and never comes back. */
+static void hold_link(gice_kctx_t *k, void *arg)
+{
+	ct_engine_t *e = *(ct_engine_t **)arg;
+
+	(void)k;
+	while (!ct_link_trylock(e))
+		sched_yield();
+	atomic_store(&held, 1);
+	for (;;)
+		usleep(1000);
+}
+
+/* A put to itself and its completion: the device works. */
+static void loopback_works(gice_device_t *d)
+{
+	gice_conn_t c;
+	gice_counter_t done;
+	uint64_t key;
+	void *p;
+
+	ck_assert_int_eq(gice_mem_alloc(d, 8192, &p), GICE_OK);
+	ck_assert_int_eq(gice_mem_register(d, p, 8192, &key), GICE_OK);
+	ck_assert_int_eq(gice_conn_open(d, gice_device_id(d), NULL, &c), GICE_OK);
+	ck_assert_int_eq(gice_counter_alloc(d, &done), GICE_OK);
+	memset(p, 7, 4096);
+	memset((uint8_t *)p + 4096, 0, 4096);
+	gice_op_t op = {.type = GICE_OP_PUT, .conn = c, .local = p, .bytes = 4096, .rkey = key, .roff = 4096,
+			.signal = GICE_NO_COUNTER, .completion = done};
+	ck_assert_int_eq(gice_post(d, &op), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(d, done, GICE_CMP_GE, 1, (int)test_scaled(5000), NULL), GICE_OK);
+	ck_assert_int_eq(memcmp(p, (uint8_t *)p + 4096, 4096), 0);
+}
+
+START_TEST(test_close_returns_with_a_stuck_link)
+{
+	gice_device_attr_t a = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 16u << 20};
+	gice_device_t *d, *d2;
+	gice_stream_t *s;
+	gice_error_info_t info;
+	struct test_log close_log;
+	char buf[16], log[4096];
+
+	snprintf(buf, sizeof(buf), "%d", TIMEOUT_MS);
+	setenv("GICE_TIMEOUT_MS", buf, 1);
+	ck_assert_int_eq(gice_init(), GICE_OK);
+	ck_assert_int_eq(gice_device_open(&a, &d), GICE_OK);
+	ck_assert_int_eq(gice_stream_create(d, &s), GICE_OK);
+	ct_engine_t *e = d->ct;
+	ck_assert_int_eq(gice_launch(s, hold_link, 1, &e, sizeof(e)), GICE_OK);
+	while (!atomic_load(&held))
+		usleep(1000);
+	uint64_t t_held = now_ms();
+
+	/* the watchdog's verdict */
+	int told = 0;
+	while (!told && now_ms() < t_held + test_scaled(2 * TIMEOUT_MS) + 200) {
+		usleep(5000);
+		told = gice_device_error(d, &info) == GICE_OK && info.status == GICE_ERR_CT_STALLED && info.message &&
+		       strstr(info.message, "does not return");
+	}
+	ck_assert_msg(told, "no stuck-link verdict within %llu ms (device error: %s)",
+		      (unsigned long long)(now_ms() - t_held), gice_status_name(info.status));
+
+	/* the close returns, and says why it left the device as it is */
+	test_log_begin(&close_log);
+	uint64_t t0 = now_ms();
+	int rc = gice_device_close(d);
+	uint64_t took = now_ms() - t0;
+	test_log_end(&close_log, log, sizeof(log));
+	fprintf(stderr, "close: %s after %llu ms\n", gice_status_name(rc), (unsigned long long)took);
+	ck_assert_msg(rc == GICE_ERR_CT_STALLED, "close: %s", gice_status_name(rc));
+	ck_assert_msg(took <= test_scaled(TIMEOUT_MS), "close took %llu ms", (unsigned long long)took);
+	ck_assert_msg(strstr(log, "device 0: closed with its link held for") &&
+			      strstr(log, "by a call that does not return") &&
+			      strstr(log, "2 of its threads still run") && /* the kernel's SM, its stream */
+			      strstr(log, "its threads, endpoint and memory are left to the process's exit"),
+		      "close's log:\n%s", log);
+
+	/* the process goes on: another device works and closes, and the job ends */
+	ck_assert_int_eq(gice_device_open(&a, &d2), GICE_OK);
+	loopback_works(d2);
+	ck_assert_int_eq(gice_device_close(d2), GICE_OK);
+	ck_assert_int_eq(gice_finalize(), GICE_OK);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("stuck_close");
+	TCase *tc = tcase_create("close");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_close_returns_with_a_stuck_link);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void) { return test_run_suite(suite()); }
