@@ -153,15 +153,21 @@ err_free:
 	return rc;
 }
 
+/* Tell the CT threads to stop, every one rung. */
+static void threads_stop(ct_engine_t *e)
+{
+	atomic_store_explicit(&e->stop, 1, memory_order_release);
+	for (uint32_t c = 0; c < e->attr.n_cts; c++)
+		tm_doorbell_ring(e->attr.tm, c);
+}
+
 void ct_engine_destroy(ct_engine_t *e)
 {
 	if (!e)
 		return;
-	atomic_store_explicit(&e->stop, 1, memory_order_release);
-	for (uint32_t c = 0; c < e->attr.n_cts; c++) {
-		tm_doorbell_ring(e->attr.tm, c);
+	threads_stop(e);
+	for (uint32_t c = 0; c < e->attr.n_cts; c++)
 		pthread_join(e->tiles[c].thread, NULL);
-	}
 	if (atomic_load(&e->proxy_started))
 		pthread_join(e->proxy, NULL);
 	uint64_t hang = atomic_load(&e->hang_at_ns);
@@ -182,9 +188,7 @@ uint32_t ct_engine_abandon(ct_engine_t *e, uint64_t deadline_ns)
 {
 	uint32_t left = 0;
 
-	atomic_store_explicit(&e->stop, 1, memory_order_release);
-	for (uint32_t c = 0; c < e->attr.n_cts; c++)
-		tm_doorbell_ring(e->attr.tm, c);
+	threads_stop(e);
 	for (uint32_t c = 0; c < e->attr.n_cts; c++)
 		left += (uint32_t)!gice_join_by(e->tiles[c].thread, deadline_ns);
 	if (atomic_load(&e->proxy_started))

@@ -347,6 +347,15 @@ err_free_dev:
 	return rc;
 }
 
+/* Tell the SMs to stop: stop before the seq bump (seq_cst), so an SM that reads the new seq
+ * sees stop. */
+static void sms_stop(smt_dev_t *d)
+{
+	atomic_store_explicit(&d->stop, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&d->work_seq, 1, memory_order_seq_cst);
+	gice_futex_wake(&d->work_seq, INT_MAX);
+}
+
 void smt_destroy(smt_dev_t *d)
 {
 	if (!d)
@@ -359,10 +368,7 @@ void smt_destroy(smt_dev_t *d)
 		if (s)
 			smt_stream_destroy(s, UINT64_MAX);
 	}
-	/* stop before the seq bump (seq_cst): an SM that reads the new seq sees stop */
-	atomic_store_explicit(&d->stop, 1, memory_order_seq_cst);
-	atomic_fetch_add_explicit(&d->work_seq, 1, memory_order_seq_cst);
-	gice_futex_wake(&d->work_seq, INT_MAX);
+	sms_stop(d);
 	for (uint32_t i = 0; i < d->n_sms; i++)
 		pthread_join(d->sms[i].thread, NULL);
 	pthread_mutex_destroy(&d->lock);
@@ -382,9 +388,7 @@ uint32_t smt_abandon(smt_dev_t *d, uint64_t deadline_ns)
 	for (uint32_t i = 0; i < SMT_MAX_STREAMS; i++)
 		if (s[i])
 			smt_stream_stop(s[i]);
-	atomic_store_explicit(&d->stop, 1, memory_order_seq_cst);
-	atomic_fetch_add_explicit(&d->work_seq, 1, memory_order_seq_cst);
-	gice_futex_wake(&d->work_seq, INT_MAX);
+	sms_stop(d);
 	for (uint32_t i = 0; i < SMT_MAX_STREAMS; i++)
 		if (s[i])
 			left += (uint32_t)!gice_join_by(s[i]->thread, deadline_ns);

@@ -106,7 +106,7 @@ static inline void spin_put(smt_dev_t *d) { gice_spin_put(&d->spinning); }
 
 /* smt_stream.c; kernel_finish completes a launch command with it. */
 void smt_stream_complete(smt_stream_t *s, uint64_t tail);
-/* smt_abandon's part for one stream: tell its thread to stop (it skips what is queued). */
+/* Tell the stream's thread to stop (smt_stream_destroy once its work ran, smt_abandon). */
 void smt_stream_stop(smt_stream_t *s);
 
 #endif

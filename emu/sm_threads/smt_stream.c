@@ -500,8 +500,9 @@ int smt_stream_sync_idle(smt_stream_t *s, uint64_t idle_ns) { return stream_sync
 
 void smt_stream_stop(smt_stream_t *s)
 {
-	/* the device was aborted: its thread skips what is queued, except the kernel that runs,
-	 * whose end it waits for (kernel_wait), maybe forever */
+	/* stop before the seq bump: the stream thread re-checks head, then stop, after a wake. On
+	 * a device that was aborted it skips what is queued, except the kernel that runs, whose
+	 * end it waits for (kernel_wait), maybe forever */
 	atomic_store_explicit(&s->stop, 1, memory_order_seq_cst);
 	atomic_fetch_add_explicit(&s->cmd_seq, 1, memory_order_seq_cst);
 	gice_futex_wake(&s->cmd_seq, 1);
@@ -521,10 +522,7 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
 			   d->dev_id, s->slot, (unsigned long long)timeout_ns);
 		return GICE_ERR_TIMED_OUT;
 	}
-	/* stop before the seq bump: the stream thread re-checks head, then stop, after a wake */
-	atomic_store_explicit(&s->stop, 1, memory_order_seq_cst);
-	atomic_fetch_add_explicit(&s->cmd_seq, 1, memory_order_seq_cst);
-	gice_futex_wake(&s->cmd_seq, 1);
+	smt_stream_stop(s);
 	pthread_join(s->thread, NULL);
 
 	err = atomic_load_explicit(&s->err, memory_order_relaxed);
