@@ -5,9 +5,16 @@
  * time, each waited for: the second runs no kernel, so only its CT threads take a put in.
  * - GICE_DEVICES_PER_RANK=2 (two devices for two CPUs, one CT each may spin): the receiving CT 0
  *   is still spinning when the next put arrives, so few of the sender's kicks wake it (counted
- *   in kicks_woke);
+ *   in kicks_woke). Only a put that reaches the receiver within its spin time (GICE_CT_SPIN_US,
+ *   200 us) of its last work can find it spinning: a put that landed (the time stamp of the
+ *   receiver's signal counter) more than 150 us (scaled for sanitizers) after the one before,
+ *   which was the receiver's work before it, is not counted (a VM whose CPUs the host took
+ *   away, a slow wake-up). Once 100 puts have come in time (of at most 1000), at most half of
+ *   them may have woken it;
  * - GICE_DEVICES_PER_RANK=4 (more devices than CPUs: none spins): the receiving CT 0 sleeps
  *   after each put, and nearly every put's kick wakes it.
+ * The host polls the completion counter (yielding) rather than sleeping on it, so that its own
+ * wake-ups do not stretch the round trips.
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. Skipped (exit 77) on a machine with fewer than two CPUs. */
 #include <check.h>
@@ -15,23 +22,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/gice.h"
 #include "tests/test_util.h"
 
 #define PUTS 100u
+#define MAX_PUTS 1000u
 #define BUF 4096u
+#define IN_TIME_NS 150000u /* under the 200 us a CT spins after its last work (scaled) */
 
-/* The sender's kicks that woke the receiver's sleeping CT 0, over PUTS host-posted puts. */
-static uint64_t kicks_woke_over_puts(const char *devices_per_rank)
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t kicks_woke(gice_device_t *d)
+{
+	gice_stats_t st;
+
+	ck_assert_int_eq(gice_device_stats(d, &st), GICE_OK);
+	return st.kicks_woke;
+}
+
+/* The sender's kicks that woke the receiver's sleeping CT 0, over PUTS host-posted puts; in_time:
+ * over the first PUTS that landed within IN_TIME_NS of the put before (at most MAX_PUTS posted). */
+static uint64_t kicks_woke_over_puts(const char *devices_per_rank, int in_time)
 {
 	gice_device_attr_t at = {.n_sms = 1, .n_cts = 2, .hbm_bytes = 4 * BUF};
 	gice_device_t *dev[2];
 	uint8_t *buf[2];
 	uint64_t key, src_key;
 	gice_conn_t conn;
-	gice_counter_t done;
-	gice_stats_t before, after;
+	gice_counter_t done, sig;
 	cpu_set_t all, two;
 	void *p;
 
@@ -58,20 +84,38 @@ static uint64_t kicks_woke_over_puts(const char *devices_per_rank)
 	ck_assert_int_eq(gice_mem_register(dev[1], buf[1], BUF, &key), GICE_OK);
 	ck_assert_int_eq(gice_conn_open(dev[0], gice_device_id(dev[1]), NULL, &conn), GICE_OK);
 	ck_assert_int_eq(gice_counter_alloc(dev[0], &done), GICE_OK);
-	ck_assert_int_eq(gice_device_stats(dev[0], &before), GICE_OK);
-	for (uint32_t i = 0; i < PUTS; i++) {
+	ck_assert_int_eq(gice_counter_alloc(dev[1], &sig), GICE_OK);
+	uint64_t woke = 0, counted = 0, posted = 0, t_prev = 0, in_time_ns = test_scaled(IN_TIME_NS);
+	while (counted < PUTS && posted < (in_time ? MAX_PUTS : PUTS)) {
+		uint32_t i = (uint32_t)posted++;
+		uint64_t k0 = kicks_woke(dev[0]), deadline = now_ns() + test_scaled(20000) * 1000000u;
+		gice_counter_state_t landed;
 		memset(buf[0], (int)i, 64);
 		gice_op_t op = {.type = GICE_OP_PUT, .conn = conn, .local = buf[0], .bytes = 64, .rkey = key,
-				.roff = 64 * (i % (BUF / 64)), .signal = GICE_NO_COUNTER, .completion = done};
+				.roff = 64 * (i % (BUF / 64)), .value = 1, .signal = sig, .signal_flags = GICE_SIGNAL_ADD,
+				.completion = done};
 		ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
-		ck_assert_int_eq(gice_counter_wait(dev[0], done, GICE_CMP_GE, (uint64_t)i + 1, test_scaled(20000), NULL),
-				 GICE_OK);
+		while (gice_counter_read(dev[0], done) < posted) {
+			ck_assert_msg(now_ns() < deadline, "put %u: no completion in 20 s", i);
+			sched_yield();
+		}
 		ck_assert_uint_eq(buf[1][64 * (i % (BUF / 64))], (uint8_t)i);
+		ck_assert_int_eq(gice_counter_get(dev[1], sig, &landed), GICE_OK);
+		ck_assert_uint_eq(landed.value, posted); /* its stamp is this put's landing */
+		/* the receiver's last work before this put was the put before it, or later */
+		int counts = !in_time || (t_prev && landed.ts_ns - t_prev < in_time_ns);
+		t_prev = landed.ts_ns;
+		if (counts) {
+			woke += kicks_woke(dev[0]) - k0;
+			counted++;
+		}
 	}
-	ck_assert_int_eq(gice_device_stats(dev[0], &after), GICE_OK);
-	uint64_t woke = after.kicks_woke - before.kicks_woke;
-	fprintf(stderr, "spin: GICE_DEVICES_PER_RANK=%s, 2 CPUs: %llu of %u puts woke the receiver's CT 0\n",
-		devices_per_rank, (unsigned long long)woke, PUTS);
+	fprintf(stderr, "spin: GICE_DEVICES_PER_RANK=%s, 2 CPUs: %llu of %llu puts%s woke the receiver's CT 0 (%llu posted)\n",
+		devices_per_rank, (unsigned long long)woke, (unsigned long long)counted,
+		in_time ? " that landed in time" : "", (unsigned long long)posted);
+	ck_assert_msg(counted == PUTS, "only %llu of %llu puts landed within %llu us of the one before: the machine is "
+		      "too slow to tell whether a CT spins", (unsigned long long)counted, (unsigned long long)posted,
+		      (unsigned long long)in_time_ns / 1000);
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(gice_device_close(dev[i]), GICE_OK);
 	ck_assert_int_eq(gice_finalize(), GICE_OK);
@@ -80,13 +124,13 @@ static uint64_t kicks_woke_over_puts(const char *devices_per_rank)
 
 START_TEST(a_device_with_its_share_of_the_cpus_keeps_a_ct_spinning)
 {
-	ck_assert_uint_le(kicks_woke_over_puts("2"), PUTS / 2);
+	ck_assert_uint_le(kicks_woke_over_puts("2", 1), PUTS / 2);
 }
 END_TEST
 
 START_TEST(more_devices_than_cpus_spin_none)
 {
-	ck_assert_uint_ge(kicks_woke_over_puts("4"), PUTS / 2);
+	ck_assert_uint_ge(kicks_woke_over_puts("4", 0), PUTS / 2);
 }
 END_TEST
 
