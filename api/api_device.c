@@ -377,6 +377,21 @@ static void device_unlist(gice_device_t *d)
 	pthread_mutex_unlock(&api_g.lock);
 }
 
+/* A closing device's counters join the rank's totals that GICE_STATS prints at gice_finalize;
+ * observe: its stage records and traces too (they read its link: not while a call holds it). */
+static void device_stats_keep(gice_device_t *d, int observe)
+{
+	gice_stats_t st;
+
+	if (gice_device_stats(d, &st) != GICE_OK)
+		return;
+	pthread_mutex_lock(&api_g.lock);
+	api_stats_add(&api_g.closed_stats, &st);
+	if (observe && (api_g.stats || api_g.trace_path[0]))
+		api_obs_collect(d);
+	pthread_mutex_unlock(&api_g.lock);
+}
+
 /* The close of a device whose link is held by a call that does not return (a kernel's SM
  * thread or CT 0 stepping the link inside libfabric's shm, spinning on a lock a dead process
  * held): nothing can stop that thread, and destroying the device would wait for it forever (the
@@ -388,6 +403,7 @@ static int device_abandon(gice_device_t *d, uint64_t held_ns)
 	uint64_t wait_ns = GICE_MIN(api_g.timeout_ns / 4, 250000000ull); /* for each module's threads */
 
 	device_unlist(d);
+	device_stats_keep(d, 0); /* its counters: atomics, read without the link */
 	uint32_t left = smt_abandon(d->smt, gice_now_ns() + wait_ns);
 	left += ct_engine_abandon(d->ct, gice_now_ns() + wait_ns);
 	gice_error("api", "device %u: closed with its link held for %llu ms by a call that does not return (a "
@@ -399,7 +415,6 @@ static int device_abandon(gice_device_t *d, uint64_t held_ns)
 
 int gice_device_close(gice_device_t *d)
 {
-	gice_stats_t st;
 	uint64_t held_ns;
 
 	if (!d)
@@ -409,13 +424,7 @@ int gice_device_close(gice_device_t *d)
 		return device_abandon(d, held_ns);
 	smt_destroy(d->smt);
 	device_unlist(d);
-	if (gice_device_stats(d, &st) == GICE_OK) {
-		pthread_mutex_lock(&api_g.lock);
-		api_stats_add(&api_g.closed_stats, &st);
-		if (api_g.stats || api_g.trace_path[0])
-			api_obs_collect(d);
-		pthread_mutex_unlock(&api_g.lock);
-	}
+	device_stats_keep(d, 1);
 	api_storage_quiesce(d); /* file operations end before the CTs stop */
 	if (api_g.stats)
 		api_print_peer_stats(d);

@@ -7,7 +7,8 @@
  * - gice_device_close returns GICE_ERR_CT_STALLED within GICE_TIMEOUT_MS, and logs why (the
  *   device, how long its link has been held, what is left to the process's exit), where it
  *   used to wait forever for the stuck thread; of the device's threads only two still run (the
- *   stuck kernel's SM and its stream, which waits for it): the others were stopped;
+ *   stuck kernel's SM and its stream, which waits for it): the others were stopped; its counters
+ *   join the rank's totals (GICE_STATS at gice_finalize) as a closed device's do;
  * - another device of the process still opens, works and closes, gice_finalize returns, and the
  *   process exits with the stuck thread still spinning.
  * Time bounds scale with CK_TIMEOUT_MULTIPLIER (sanitizers). */
@@ -85,6 +86,10 @@ START_TEST(test_close_returns_with_a_stuck_link)
 	ck_assert_int_eq(gice_init(), GICE_OK);
 	ck_assert_int_eq(gice_device_open(&a, &d), GICE_OK);
 	ck_assert_int_eq(gice_stream_create(d, &s), GICE_OK);
+	loopback_works(d); /* counters to find in the totals */
+	gice_stats_t st;
+	ck_assert_int_eq(gice_device_stats(d, &st), GICE_OK);
+	ck_assert_uint_eq(st.ops_done, 1);
 	ct_engine_t *e = d->ct;
 	ck_assert_int_eq(gice_launch(s, hold_link, 1, &e, sizeof(e)), GICE_OK);
 	while (!atomic_load(&held))
@@ -115,6 +120,12 @@ START_TEST(test_close_returns_with_a_stuck_link)
 			      strstr(log, "2 of its threads still run") && /* the kernel's SM, its stream */
 			      strstr(log, "its threads, endpoint and memory are left to the process's exit"),
 		      "close's log:\n%s", log);
+	pthread_mutex_lock(&api_g.lock);
+	gice_stats_t kept = api_g.closed_stats;
+	pthread_mutex_unlock(&api_g.lock);
+	ck_assert_uint_eq(kept.ops_done, st.ops_done);
+	ck_assert_uint_ge(kept.tx_pkts, st.tx_pkts);
+	ck_assert_uint_ge(kept.rx_pkts, st.rx_pkts);
 
 	/* the process goes on: another device works and closes, and the job ends */
 	ck_assert_int_eq(gice_device_open(&a, &d2), GICE_OK);
