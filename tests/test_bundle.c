@@ -10,10 +10,18 @@
  *   fabric messages and sees the ones it saw.
  * - A value that is neither auto nor a size, or above 1 MiB, fails the device's open with
  *   GICE_ERR_CONFIG and the value in the log.
+ * - A kernel's small puts to a peer whose bundle waits for its earlier packets' ACK (corked)
+ *   join that bundle without a pass of the link (bundle_joins counts them); the pass that
+ *   sends it takes them too. When the kernel then computes, neither waiting nor issuing, every
+ *   one of a burst of 64 puts still lands while it computes (CT 0 sends the bundle), over shm
+ *   and tcp; bursts until one had puts join (at most 10).
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. */
 #include <check.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,9 +39,9 @@ static uint64_t key[2];
 static gice_conn_t conn;  /* dev[0] -> dev[1] */
 static gice_counter_t done;
 
-static void open_pair(void)
+static void open_pair_over(const char *provider)
 {
-	gice_device_attr_t at = {.n_sms = 1, .n_cts = 2, .hbm_bytes = 4 * BUF, .provider = "tcp"};
+	gice_device_attr_t at = {.n_sms = 1, .n_cts = 2, .hbm_bytes = 4 * BUF, .provider = provider};
 	void *p;
 
 	setenv("FI_TCP_IFACE", "lo", 1);
@@ -49,6 +57,8 @@ static void open_pair(void)
 	ck_assert_int_eq(gice_counter_alloc(dev[0], &done), GICE_OK);
 	ck_assert_int_eq(gice_conn_open(dev[0], gice_device_id(dev[1]), NULL, &conn), GICE_OK);
 }
+
+static void open_pair(void) { open_pair_over("tcp"); }
 
 static void close_pair(void)
 {
@@ -107,6 +117,99 @@ static gice_stats_t run_bursts(void)
 	ck_assert_uint_ge(st.tx_pkts, BURSTS * WINDOW);
 	return st;
 }
+
+#define JOIN_PUTS 64u
+
+struct join_args {
+	gice_counter_t sig;  /* the receiver's: one per put that landed */
+	_Atomic int landed;  /* the host saw every put land: the kernel stops computing */
+	_Atomic int rc;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* 64 puts of 8 B back to back, then compute: no call into gice until the host has seen them
+ * all land, or 10 s (scaled) have passed. */
+static void burst_then_compute(gice_kctx_t *k, void *arg)
+{
+	struct join_args *a = *(struct join_args **)arg;
+
+	for (uint32_t j = 0; j < JOIN_PUTS; j++) {
+		int r = gice_put_signal(k, conn, key[1], (uint64_t)j * 8, buf[0] + j * 8, 8, a->sig, 1, GICE_SIGNAL_ADD,
+					done);
+		if (r) {
+			atomic_store(&a->rc, r);
+			return;
+		}
+	}
+	uint64_t until = now_ms() + test_scaled(10000);
+	while (!atomic_load(&a->landed) && now_ms() < until)
+		sched_yield();
+}
+
+/* Bursts of 64 puts then computing, until one burst had puts join a corked bundle (whether a
+ * bundle is corked when the next put comes depends on when the ACKs come back): each burst lands
+ * while its kernel still computes. */
+static void joined_puts_land_while_the_kernel_computes(const char *provider)
+{
+	struct join_args a, *ap = &a;
+	gice_stream_t *s;
+	gice_stats_t st = {0};
+	uint32_t burst;
+
+	open_pair_over(provider);
+	for (uint32_t j = 0; j < JOIN_PUTS; j++)
+		memcpy(buf[0] + j * 8, &(uint64_t){0x6a6f696e00000000ull | j}, 8);
+	ck_assert_int_eq(gice_counter_alloc(dev[1], &a.sig), GICE_OK);
+	/* the connection is up (a first send waits for it, and the puts behind it bundle) */
+	gice_op_t first = {.type = GICE_OP_PUT, .conn = conn, .local = buf[0], .bytes = 8, .rkey = key[1],
+			   .signal = GICE_NO_COUNTER, .completion = done};
+	ck_assert_int_eq(gice_post(dev[0], &first), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[0], done, GICE_CMP_GE, 1, (int)test_scaled(20000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_stream_create(dev[0], &s), GICE_OK);
+	for (burst = 1; burst <= 10 && !st.bundle_joins; burst++) {
+		atomic_store(&a.landed, 0);
+		atomic_store(&a.rc, GICE_OK);
+		uint64_t t0 = now_ms();
+		ck_assert_int_eq(gice_launch(s, burst_then_compute, 1, &ap, sizeof(ap)), GICE_OK);
+		int rc = gice_counter_wait(dev[1], a.sig, GICE_CMP_GE, burst * JOIN_PUTS, (int)test_scaled(5000), NULL);
+		uint64_t took = now_ms() - t0;
+		int computing = !atomic_load(&a.landed); /* the kernel still computes: it let the host go on */
+		atomic_store(&a.landed, 1);
+		ck_assert_int_eq(gice_stream_sync(s, test_scaled(30000)), GICE_OK);
+		ck_assert_int_eq(atomic_load(&a.rc), GICE_OK);
+		ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+		fprintf(stderr, "bundle: %s: burst %u: %u puts of 8 B landed in %llu ms while the kernel computed; "
+				"bundle_joins %llu, tx_pkts %llu, fab_sends %llu\n",
+			provider, burst, JOIN_PUTS, (unsigned long long)took, (unsigned long long)st.bundle_joins,
+			(unsigned long long)st.tx_pkts, (unsigned long long)st.fab_sends);
+		ck_assert_msg(rc == GICE_OK, "%s: burst %u: %llu of %u puts landed in %llu ms while the kernel computed (%s)",
+			      provider, burst, (unsigned long long)gice_counter_read(dev[1], a.sig) - (burst - 1) * JOIN_PUTS,
+			      JOIN_PUTS, (unsigned long long)took, gice_status_name(rc));
+		ck_assert(computing);
+		/* and complete: every ACK comes back (the kernel did not wait for them) */
+		ck_assert_int_eq(gice_counter_wait(dev[0], done, GICE_CMP_GE, 1 + burst * JOIN_PUTS, (int)test_scaled(5000), NULL),
+				 GICE_OK);
+		ck_assert_uint_eq(gice_counter_read(dev[0], done), 1 + burst * JOIN_PUTS);
+		for (uint32_t j = 0; j < JOIN_PUTS; j++)
+			ck_assert_int_eq(memcmp(buf[1] + j * 8, buf[0] + j * 8, 8), 0);
+	}
+	ck_assert_msg(st.bundle_joins > 0, "%s: no put joined a corked bundle in %u bursts", provider, burst - 1);
+	ck_assert_int_eq(gice_stream_destroy(s), GICE_OK);
+	close_pair();
+}
+
+START_TEST(joined_puts_land_over_shm) { joined_puts_land_while_the_kernel_computes("shm"); }
+END_TEST
+
+START_TEST(joined_puts_land_over_tcp) { joined_puts_land_while_the_kernel_computes("tcp"); }
+END_TEST
 
 START_TEST(tcp_bundles_hold_more_than_an_mtu)
 {
@@ -180,6 +283,8 @@ int main(void)
 	tcase_add_test(tc, faults_keep_bundles_to_the_mtu);
 	tcase_add_test(tc, a_bad_bundle_size_is_refused);
 	tcase_add_test(tc, a_bundle_above_1_mib_is_refused);
+	tcase_add_test(tc, joined_puts_land_over_shm);
+	tcase_add_test(tc, joined_puts_land_over_tcp);
 	suite_add_tcase(s, tc);
 	srunner_run_all(sr, CK_NORMAL);
 	rc = test_exit(sr);

@@ -19,6 +19,7 @@
 #define CT_PEER_WIN 256u      /* outstanding request ids per peer (power of two) */
 #define CT_PSN_WIN 1024u      /* receive window in packets (power of two) */
 #define CT_NIL UINT32_MAX
+#define CT_PUB_MIXED (UINT32_MAX - 1)
 #define CT_SIG_RECENT 8u      /* signal counters remembered per peer */
 #define CT_READS 1024u        /* rendezvous reads a device runs or queues (FAB_READS_MAX posted) */
 
@@ -191,6 +192,10 @@ typedef struct ct_tile {
 	uint64_t arm_seq;
 	uint64_t last_work_ns;
 	uint8_t spin_slot; /* its thread holds one of the engine's spin_slots (ct_tile.c) */
+	/* what its current step handed to the MPG (its owner writes and reads): the peer when
+	 * every message is a small put to that one peer (CT_NIL: none yet; CT_PUB_MIXED: any
+	 * other), and their packets' bytes (ct_engine_submitted) */
+	uint32_t pub_peer, pub_bytes;
 	/* watchdog */
 	_Atomic int own;              /* held while a thread runs this tile's step */
 	_Atomic uint64_t hb_ns;       /* last time its thread came round its loop */
@@ -248,6 +253,10 @@ struct ct_engine {
 	/* CT 0 sleeps long, as the backstop of a link that kernels step (ct_tile.c): the last of
 	 * them to leave rings it if the link then needs a short timer (ct_link_needs_timer) */
 	_Atomic int ct0_parked;
+	/* the bundle the link holder left corked at the end of its last pass: its peer (CT_NIL:
+	 * none) and the bytes it still takes, less those of the small puts that joined it since
+	 * without a pass (ct_engine_submitted) */
+	_Atomic uint32_t cork_gid, cork_room;
 	_Atomic uint8_t ep_busy; /* at the end of the last pass, a corked bundle or the endpoint's
 				  * own sends or reads in flight (fab_in_flight): the link holder writes */
 

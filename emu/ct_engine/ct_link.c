@@ -214,6 +214,16 @@ static void note_busy(ct_engine_t *e)
 		atomic_store_explicit(&e->ep_busy, busy, memory_order_relaxed);
 }
 
+/* At the end of a pass, for ct_engine_submitted: the bundle left corked, and its room. */
+static void note_cork(ct_engine_t *e)
+{
+	uint32_t gid = e->bundle_len && e->bundle_cork ? e->bundle_gid : CT_NIL;
+
+	if (atomic_load_explicit(&e->cork_gid, memory_order_relaxed) != gid)
+		atomic_store_explicit(&e->cork_gid, gid, memory_order_relaxed);
+	atomic_store_explicit(&e->cork_room, gid == CT_NIL ? 0 : e->bundle_max - e->bundle_len, memory_order_relaxed);
+}
+
 enum { PASS_FULL, PASS_LOOK, PASS_SEND };
 
 static int link_pass(ct_engine_t *e, int mode)
@@ -240,6 +250,7 @@ static int link_pass(ct_engine_t *e, int mode)
 			nudge_due(e, 0);
 		if (work)
 			note_busy(e);
+		note_cork(e);
 		return work;
 	}
 	ct_bundle_flush(e); /* before the poll: the peer gets them sooner */
@@ -294,6 +305,7 @@ static int link_pass(ct_engine_t *e, int mode)
 		nudge_due(e, 0);
 	if (work || polled) /* nothing sent or polled: the endpoint is as the last pass left it */
 		note_busy(e);
+	note_cork(e);
 	return work;
 }
 

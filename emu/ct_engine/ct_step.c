@@ -52,6 +52,30 @@ int ct_engine_step_ring(ct_engine_t *e, uint32_t ring)
 	return step(e, 0, ring);
 }
 
+/* Whether what a step just handed to the MPG (ct_tile_t.pub_peer, pub_bytes) are small puts to
+ * the peer whose bundle the link left corked, with room for them there: a pass now would only
+ * add them to that bundle, and the pass that sends it (the next full one: a wait's, CT 0's, or
+ * the look an ACK's arrival makes) takes them from the rings too. A burst of puts then pays a
+ * pass per bundle, not per put. The link must be free: its holder's last pass left the cork as
+ * read here (acquire: its release of the lock); a holder in a pass comes round for them anyway
+ * (link_pending). */
+static int join_corked(ct_engine_t *e, uint32_t peer, uint32_t need)
+{
+	uint32_t room;
+
+	if (peer >= CT_PUB_MIXED || atomic_load_explicit(&e->link_lock, memory_order_acquire) ||
+	    atomic_load_explicit(&e->cork_gid, memory_order_relaxed) != peer)
+		return 0;
+	room = atomic_load_explicit(&e->cork_room, memory_order_relaxed);
+	do {
+		if (room < need)
+			return 0;
+	} while (!atomic_compare_exchange_weak_explicit(&e->cork_room, &room, room - need, memory_order_relaxed,
+							memory_order_relaxed));
+	ct_stat_add(e, CT_STAT_bundle_joins, 1);
+	return 1;
+}
+
 void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
 {
 	ct_tile_t *t = &e->tiles[ct];
@@ -67,8 +91,11 @@ void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
 	if (e->lease_ns)
 		tm_doorbell_lease(e->attr.tm, 0, gice_now_ns(), e->lease_ns);
 	int stepped = ct_own_try(t);
+	uint32_t pub_peer = CT_NIL, pub_bytes = 0;
 	if (stepped) {
 		ct_tile_step(t, 0);
+		pub_peer = t->pub_peer; /* the tile's own: read while it is ours */
+		pub_bytes = t->pub_bytes;
 		ct_own_drop(t);
 		atomic_store_explicit(&t->hb_ns, gice_coarse_ns(), memory_order_relaxed);
 	}
@@ -78,7 +105,7 @@ void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
 	 * tcp no syscall that CT 0 makes on the other core anyway. */
 	if (!ct_link_nothing_announced(e) && !tm_doorbell_awake_n(e->attr.tm, 0))
 		ct_link_look(e);
-	else if (stepped)
+	else if (stepped && !join_corked(e, pub_peer, pub_bytes))
 		ct_link_send(e);
 	/* all taken (a full message pool or retirement window leaves requests queued) */
 	if (stepped && atomic_load_explicit(&t->consumed, memory_order_relaxed) == tm_queue_prod(e->attr.tm, ct))

@@ -241,6 +241,14 @@ int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig,
 	ring->slot[tail & (CT_MSGS_PER_CT - 1)] = idx;
 	atomic_store_explicit(&ring->tail, tail + 1, memory_order_release);
 	atomic_store_explicit(&e->mpg_new, 1, memory_order_release); /* after the tail: pull_rings */
+	/* what the step handed over, for ct_engine_submitted: puts of one packet that may join a
+	 * bundle (a larger one leaves alone: ct_xmit), to one peer */
+	if (kind != MK_PUT || m->req.len > m->mtu || m->req.len + CT_HDR_BYTES > e->mtu_max / 2 ||
+	    (t->pub_peer != CT_NIL && t->pub_peer != m->peer))
+		t->pub_peer = CT_PUB_MIXED;
+	else if (t->pub_peer == CT_NIL)
+		t->pub_peer = m->peer;
+	t->pub_bytes += CT_HDR_BYTES + (uint32_t)GICE_MIN(m->req.len, (uint64_t)m->mtu);
 	/* this step drives the link next (ct_tile_step); if another thread holds it, that holder
 	 * comes round again (seq_cst: pairs with its release-then-look, ct_link_progress) */
 	atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
@@ -300,6 +308,8 @@ int ct_tile_step(ct_tile_t *t, int by_proxy)
 	 * was issued behind: a strong signal beat its put.) If the queue cannot be emptied now,
 	 * the triggers wait for the next pass. */
 	int empty;
+	t->pub_peer = CT_NIL;
+	t->pub_bytes = 0;
 	uint32_t n = tm_dirty_take(e->attr.tm, t->idx, ids, GICE_ARRAY_SIZE(ids));
 	for (uint32_t i = 0; i < n; i++)
 		vals[i] = tm_counter_read(e->attr.tm, ids[i]);
