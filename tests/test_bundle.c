@@ -21,11 +21,11 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/gice.h"
+#include "emu/common/common.h" /* gice_clock_ns */
 #include "tests/test_util.h"
 
 #define PUT_BYTES 4096u
@@ -126,14 +126,6 @@ struct join_args {
 	_Atomic int rc;
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* 64 puts of 8 B back to back, then compute: no call into gice until the host has seen them
  * all land, or 10 s (scaled) have passed. */
 static void burst_then_compute(gice_kctx_t *k, void *arg)
@@ -148,8 +140,8 @@ static void burst_then_compute(gice_kctx_t *k, void *arg)
 			return;
 		}
 	}
-	uint64_t until = now_ms() + test_scaled(10000);
-	while (!atomic_load(&a->landed) && now_ms() < until)
+	uint64_t until = gice_clock_ns() / 1000000 + test_scaled(10000);
+	while (!atomic_load(&a->landed) && gice_clock_ns() / 1000000 < until)
 		sched_yield();
 }
 
@@ -176,10 +168,10 @@ static void joined_puts_land_while_the_kernel_computes(const char *provider)
 	for (burst = 1; burst <= 10 && !st.bundle_joins; burst++) {
 		atomic_store(&a.landed, 0);
 		atomic_store(&a.rc, GICE_OK);
-		uint64_t t0 = now_ms();
+		uint64_t t0 = gice_clock_ns() / 1000000;
 		ck_assert_int_eq(gice_launch(s, burst_then_compute, 1, &ap, sizeof(ap)), GICE_OK);
 		int rc = gice_counter_wait(dev[1], a.sig, GICE_CMP_GE, burst * JOIN_PUTS, (int)test_scaled(5000), NULL);
-		uint64_t took = now_ms() - t0;
+		uint64_t took = gice_clock_ns() / 1000000 - t0;
 		int computing = !atomic_load(&a.landed); /* the kernel still computes: it let the host go on */
 		atomic_store(&a.landed, 1);
 		ck_assert_int_eq(gice_stream_sync(s, test_scaled(30000)), GICE_OK);

@@ -22,23 +22,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api/gice.h"
+#include "emu/common/common.h" /* gice_clock_ns */
 #include "tests/test_util.h"
 
 #define PUTS 100u
 #define MAX_PUTS 1000u
 #define BUF 4096u
 #define IN_TIME_NS 150000u /* under the 200 us a CT spins after its last work (scaled) */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t kicks_woke(gice_device_t *d)
 {
@@ -88,7 +80,7 @@ static uint64_t kicks_woke_over_puts(const char *devices_per_rank, int in_time)
 	uint64_t woke = 0, counted = 0, posted = 0, t_prev = 0, in_time_ns = test_scaled(IN_TIME_NS);
 	while (counted < PUTS && posted < (in_time ? MAX_PUTS : PUTS)) {
 		uint32_t i = (uint32_t)posted++;
-		uint64_t k0 = kicks_woke(dev[0]), deadline = now_ns() + test_scaled(20000) * 1000000u;
+		uint64_t k0 = kicks_woke(dev[0]), deadline = gice_clock_ns() + test_scaled(20000) * 1000000u;
 		gice_counter_state_t landed;
 		memset(buf[0], (int)i, 64);
 		gice_op_t op = {.type = GICE_OP_PUT, .conn = conn, .local = buf[0], .bytes = 64, .rkey = key,
@@ -96,7 +88,7 @@ static uint64_t kicks_woke_over_puts(const char *devices_per_rank, int in_time)
 				.completion = done};
 		ck_assert_int_eq(gice_post(dev[0], &op), GICE_OK);
 		while (gice_counter_read(dev[0], done) < posted) {
-			ck_assert_msg(now_ns() < deadline, "put %u: no completion in 20 s", i);
+			ck_assert_msg(gice_clock_ns() < deadline, "put %u: no completion in 20 s", i);
 			sched_yield();
 		}
 		ck_assert_uint_eq(buf[1][64 * (i % (BUF / 64))], (uint8_t)i);
