@@ -5,7 +5,8 @@
 # busy-sms rows and their ratio line (with one SM, the idle row and a line saying why there is
 # no other); get a put-done and a get row and a ratio line per size, in one process and on 2
 # ranks; rate also its
-# '# rate S B window W: N msgs/s' line after each row, in one process and on 2 ranks under
+# '# rate S B window W: N msgs/s' and '# issue S B window W: X ns a put to issue, Y ns a put
+# waiting' lines after each row, in one process and on 2 ranks under
 # gicerun (GICE_PLANE=net); idle and stress their comment lines; file-read and file-write
 # seven and three rows per size; soak its verdict per rank;
 # allreduce a row per size, its --check passing, and the other collectives a row per size;
@@ -78,9 +79,11 @@ rows memcpy "8,3 65536,3"
 run "rate, one process" "$bench" rate --csv --iters 640
 rows rate "8,640 4096,640"
 has '^# rate (8|4096) B window 64: [0-9]+ msgs/s$' 2
+has '^# issue (8|4096) B window 64: [0-9]+ ns a put to issue, [0-9]+ ns a put waiting$' 2
 run "rate, 2 ranks" env GICE_PLANE=net "$build/bin/gicerun" -n 2 "$bench" rate --csv --sizes 1,64k --window 16 --iters 100
 rows rate "1,112 65536,112" 2
 has '^# rate (1|65536) B window 16: [0-9]+ msgs/s$' 2
+has '^# issue (1|65536) B window 16: [0-9]+ ns a put to issue, [0-9]+ ns a put waiting$' 2
 
 run "idle" "$bench" idle --csv
 has '^idle,[^,]+,1,0,1,0,0,0,0$' 1

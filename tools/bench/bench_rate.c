@@ -27,6 +27,7 @@ struct rate_args {
 	long windows, warm;       /* timed windows, and untimed ones before them */
 	uint64_t *win_ns;         /* sender: the time of each timed window */
 	uint64_t *t_start, *t_end; /* sender: first timed window's start, last ack's arrival */
+	uint64_t *issue_ns;       /* sender: the time its kernel spent issuing, timed windows */
 };
 
 static void rate_sender(gice_kctx_t *k, void *a_)
@@ -42,6 +43,8 @@ static void rate_sender(gice_kctx_t *k, void *a_)
 		for (uint64_t j = 0; j < W; j++)
 			gice_put_signal(k, a->c, a->rkey, j * a->bytes, a->src + j * a->bytes, a->bytes, a->peer_sig, 1,
 					GICE_SIGNAL_ADD, a->done);
+		if (w >= a->warm)
+			*a->issue_ns += now_ns() - t0;
 		if (gice_wait_until(k, a->done, GICE_CMP_GE, ((uint64_t)w + 1) * W, 0, NULL) ||
 		    gice_wait_until(k, a->sig, GICE_CMP_GE, (uint64_t)w + 1, 0, NULL))
 			return; /* the kernel has failed: the stream sync says why */
@@ -137,7 +140,7 @@ int bench_rate(void)
 		size_t bytes = opt.sizes[si];
 		long windows = (bench_default_iters(bytes) + W - 1) / W, warm = windows / 10 + 1;
 		long msgs = windows * (long)W, total = warm + windows;
-		uint64_t *win_ns = calloc((size_t)windows, sizeof(*win_ns)), t_start = 0, t_end = 0;
+		uint64_t *win_ns = calloc((size_t)windows, sizeof(*win_ns)), t_start = 0, t_end = 0, issue_ns = 0;
 		struct rate_args a[2];
 
 		if (!win_ns)
@@ -162,7 +165,7 @@ int bench_rate(void)
 						  .sig = pub[i].sig, .peer_sig = pub[1 - i].sig, .done = done[i],
 						  .src = i == 0 ? slots[0] : ack[1], .bytes = bytes, .window = W,
 						  .windows = windows, .warm = warm, .win_ns = win_ns, .t_start = &t_start,
-						  .t_end = &t_end};
+						  .t_end = &t_end, .issue_ns = &issue_ns};
 		}
 		for (int i = 1; i >= 0 && p.active; i--)
 			if (sd[i].local)
@@ -192,14 +195,19 @@ int bench_rate(void)
 		int bad[2] = {failed, failed};
 		bench_pair_exchange(&p, bad, sizeof(bad[0]));
 		if (p.active && sd[0].local && !bad[0] && !bad[1]) {
-			double us = (double)(t_end - t_start) / 1000.0, per_msg[2];
-			for (long w = 0; w < windows; w++)
+			double us = (double)(t_end - t_start) / 1000.0, per_msg[2], windows_ns = 0;
+			for (long w = 0; w < windows; w++) {
+				windows_ns += (double)win_ns[w];
 				win_ns[w] /= W; /* per message of the window */
+			}
 			per_msg[0] = pct(win_ns, windows, 0.5);
 			per_msg[1] = pct(win_ns, windows, 0.99);
 			double mbps = (double)bytes * (double)msgs / us;
 			row("rate", transport, (int)p.world, bytes, msgs, per_msg[0], per_msg[1], mbps, mbps * p.pairs);
 			printf("# rate %zu B window %u: %.0f msgs/s\n", bytes, W, (double)msgs / us * 1e6);
+			/* where a window's time went: the sender's kernel issuing, then waiting */
+			printf("# issue %zu B window %u: %.0f ns a put to issue, %.0f ns a put waiting\n", bytes, W,
+			       (double)issue_ns / (double)msgs, (windows_ns - (double)issue_ns) / (double)msgs);
 			fflush(stdout);
 		}
 		if (p.world > 1)
