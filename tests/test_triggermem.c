@@ -487,7 +487,7 @@ START_TEST(test_watch_dirty_doorbell)
 END_TEST
 
 /* Kicks count what they publish (tm_doorbell_sent) and ring only when no one is awake; a
- * count of 0 counts nothing. */
+ * count of 0 counts nothing; unsent takes a count back. */
 START_TEST(test_kick_counts_and_rings_when_no_one_is_awake)
 {
 	tm_region_t *r = mk(64, 2, 8);
@@ -518,6 +518,11 @@ START_TEST(test_kick_counts_and_rings_when_no_one_is_awake)
 	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 9);
 	ck_assert_uint_eq(tm_doorbell_sent(r, 1), 0); /* per CT */
 	ck_assert_uint_eq(tm_doorbell_pokes(r, 1), 0);
+	s = tm_doorbell_seq(r, 0);
+	tm_doorbell_unsent(r, 0, 4); /* a send that failed takes back its count: nothing rung */
+	ck_assert_uint_eq(tm_doorbell_sent(r, 0), 5);
+	ck_assert_uint_eq(tm_doorbell_pokes(r, 0), 2);
+	ck_assert_uint_eq(tm_doorbell_seq(r, 0), s);
 	tm_region_destroy(r);
 }
 END_TEST

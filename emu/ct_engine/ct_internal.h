@@ -500,6 +500,8 @@ int ct_link_nothing_announced(struct ct_engine *e);
  * (tm_doorbell_lease: the kernel is issuing and looks at its link itself) is nudged at the
  * lease's end by the passes of this link, until it rings or someone there is awake. */
 void ct_kick(struct ct_engine *e, ct_peer_t *p, uint32_t n);
+/* Ring p's CT 0 unless someone there is awake or a lease runs (then again at its end). */
+void ct_nudge(struct ct_engine *e, ct_peer_t *p);
 /* Nudge every such kick now, ringing those a lease still takes: for a kernel that stops
  * stepping, which would otherwise leave them to a timer of CT 0's. */
 void ct_link_settle(struct ct_engine *e);

@@ -110,11 +110,9 @@ void ct_complete_msg(ct_engine_t *e, uint32_t idx)
 
 /* ---------------------------------------------------------------- kicks */
 
-void ct_kick(ct_engine_t *e, ct_peer_t *p, uint32_t n)
+/* What a kick or nudge of p's CT 0 left: due, the end of the lease that took it (nudge then). */
+static void kicked(ct_engine_t *e, ct_peer_t *p, uint64_t due, int woke)
 {
-	int woke;
-	uint64_t due = tm_doorbell_kick(p->tm, 0, n, &woke);
-
 	if (gice_likely(!due)) {
 		if (woke)
 			ct_stat_add(e, CT_STAT_kicks_woke, 1);
@@ -128,6 +126,22 @@ void ct_kick(ct_engine_t *e, ct_peer_t *p, uint32_t n)
 	p->kick_due = due;
 	if (!e->kick_next_ns || due < e->kick_next_ns)
 		e->kick_next_ns = due;
+}
+
+void ct_kick(ct_engine_t *e, ct_peer_t *p, uint32_t n)
+{
+	int woke;
+	uint64_t due = tm_doorbell_kick(p->tm, 0, n, &woke);
+
+	kicked(e, p, due, woke);
+}
+
+void ct_nudge(ct_engine_t *e, ct_peer_t *p)
+{
+	int woke;
+	uint64_t due = tm_doorbell_nudge(p->tm, 0, &woke);
+
+	kicked(e, p, due, woke);
 }
 
 /* The kicks leases took, at their end: ring the peers whose kernel has not come back since (no
@@ -180,7 +194,7 @@ static int kick_one(ct_engine_t *e, uint32_t gid)
 	if (e->bundle_len && e->bundle_gid == gid)
 		return 1;
 	p->kick = 0;
-	if (p->tm)
+	if (p->tm && p->kick_pkts) /* none: its bundle's flush told the peer (ct_bundle_flush) */
 		ct_kick(e, p, p->kick_pkts);
 	p->kick_pkts = 0;
 	return 0;

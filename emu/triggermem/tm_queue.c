@@ -115,6 +115,11 @@ uint64_t tm_doorbell_kick(tm_region_t *r, uint32_t ct, uint32_t n, int *woke)
 	return tm_doorbell_nudge(r, ct, woke);
 }
 
+void tm_doorbell_unsent(tm_region_t *r, uint32_t ct, uint32_t n)
+{
+	atomic_fetch_sub_explicit(&bell(r, ct)->sent, n, memory_order_seq_cst);
+}
+
 uint32_t tm_doorbell_sent(const tm_region_t *r, uint32_t ct)
 {
 	/* seq_cst: after the leaver's subtraction from awake (tm_doorbell_awake) */

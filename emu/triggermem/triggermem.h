@@ -155,8 +155,11 @@ int tm_doorbell_sleep_fd(tm_region_t *r, uint32_t ct, uint32_t seen_seq, int fd,
  * link is polled by whoever is awake). awake: delta (+1/-1) threads of this process or another
  * that look for the CT's work without being rung; one that goes to sleep subtracts itself, then
  * looks once more, then sleeps. kick: count n more pieces of work published (packets sent to the
- * device), then ring only when no one is awake (the work is published before the kick; seq_cst
- * pairs the kick's count and load with the leaver's subtraction and last look); a kick of 0
+ * device), then ring only when no one is awake (seq_cst pairs the kick's count and load with the
+ * leaver's subtraction and last look). The work may be published just after the kick, if the
+ * kicker then nudges (tm_doorbell_nudge, after a seq_cst fence): a leaver whose last look came
+ * too early is then found gone, and rung; meanwhile a thread that looks finds a piece counted
+ * and not there yet, and looks on. A kick of 0
  * pieces is a poke (the sender needs the CT to make progress: look even if nothing is counted)
  * and is counted in pokes. sent, pokes: the counts so far (wrapping): a thread that has taken
  * in exactly sent pieces and seen every poke need not look (a leaver needs no last look: a
@@ -175,6 +178,9 @@ uint32_t tm_doorbell_awake_n(const tm_region_t *r, uint32_t ct); /* threads awak
 void tm_doorbell_lease(tm_region_t *r, uint32_t ct, uint64_t now_ns, uint64_t len_ns);
 uint64_t tm_doorbell_lease_end(const tm_region_t *r, uint32_t ct); /* 0: never leased */
 uint64_t tm_doorbell_kick(tm_region_t *r, uint32_t ct, uint32_t n, int *woke);
+/* Take back n pieces a kick counted whose publication failed (a sender counts its packets just
+ * before the provider takes them: ct_bundle_flush). */
+void tm_doorbell_unsent(tm_region_t *r, uint32_t ct, uint32_t n);
 uint64_t tm_doorbell_nudge(tm_region_t *r, uint32_t ct, int *woke);
 uint32_t tm_doorbell_sent(const tm_region_t *r, uint32_t ct);
 uint32_t tm_doorbell_pokes(const tm_region_t *r, uint32_t ct);
