@@ -24,7 +24,11 @@
  *   takes them (ct_bundle_flush); a send refused (a rate cap, GICE_FAULTS rate=10MBps, refuses
  *   most of a burst of 64 puts of 4 KiB) takes its count back, so once all has landed each
  *   device's count equals the packets it took in (else it would poll for packets that never
- *   come, forever).
+ *   come, forever);
+ * - corks: small puts that join a corked bundle look at nothing: a kernel puts once (sent at
+ *   once), twice (corked: the first is unacknowledged), computes 50 ms while the first put's ACK
+ *   arrives (the lease, a second, keeps CT 0 of its device asleep), then puts 62 more; all 62
+ *   join the bundle, and none took the ACK in (the kernel reads no completion before its wait).
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. */
 #include <check.h>
@@ -605,6 +609,75 @@ START_TEST(a_refused_send_takes_its_count_back)
 }
 END_TEST
 
+struct corked {
+	gice_counter_t done;   /* dev[0]'s: the puts' completions */
+	_Atomic int rc;
+	_Atomic int64_t seen1; /* completions after the second put, -1: not yet */
+	_Atomic int64_t seen2; /* completions after the 64th, before any wait */
+};
+
+/* A put that goes at once (dev[1] had nothing unacknowledged), a second one that waits for its
+ * ACK in a corked bundle, computing meanwhile (the ACK arrives, announced), then 62 more, which
+ * join the bundle; the completions are read without a wait before and after them. */
+static void cork_kernel(gice_kctx_t *k, void *arg)
+{
+	struct corked *c = *(struct corked **)arg;
+	int rc = GICE_OK;
+
+	for (uint32_t j = 0; j < 64 && !rc; j++) {
+		rc = gice_put_signal(k, conn[0], key[1], (uint64_t)j * 8, buf[0] + j * 8, 8, sig[1], 1, GICE_SIGNAL_ADD,
+				     c->done);
+		if (j == 1) {
+			atomic_store(&c->seen1, (int64_t)gice_signal_fetch(k, c->done));
+			for (uint64_t t = now_ms(); now_ms() - t < test_scaled(50);) /* compute */
+				;
+		}
+	}
+	atomic_store(&c->seen2, (int64_t)gice_signal_fetch(k, c->done));
+	if (!rc)
+		rc = gice_wait_until(k, c->done, GICE_CMP_GE, 64, test_scaled(20000000), NULL);
+	atomic_store(&c->rc, rc);
+}
+
+START_TEST(puts_that_join_a_corked_bundle_look_at_nothing)
+{
+	struct corked c;
+	gice_stats_t st;
+
+	/* the second put is corked only if the first one's ACK was not taken in before it (a CT
+	 * of dev[0] that the watchdog woke may take it in): that round says nothing, run another */
+	for (int round = 0; round < 5; round++) {
+		struct corked *cp = &c;
+		c = (struct corked){.seen1 = -1, .seen2 = -1};
+		open_lease_pair("1000000"); /* a second: the ACK's kick wakes no CT of dev[0] */
+		for (uint32_t i = 0; i < 64 * 8; i++)
+			buf[0][i] = (uint8_t)(i * 5 + 1 + round);
+		ck_assert_int_eq(gice_counter_alloc(dev[0], &c.done), GICE_OK);
+		ck_assert_int_eq(gice_launch(strm[0], cork_kernel, 1, &cp, sizeof(cp)), GICE_OK);
+		ck_assert_int_eq(gice_stream_sync(strm[0], test_scaled(30000)), GICE_OK);
+		ck_assert_int_eq(atomic_load(&c.rc), GICE_OK);
+		ck_assert_uint_eq(gice_counter_read(dev[1], sig[1]), 64);
+		ck_assert_int_eq(memcmp(buf[0], buf[1], 64 * 8), 0);
+		ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+		fprintf(stderr,
+			"cork: round %d: completions seen after the 2nd put %lld, after the 64th %lld; %llu joins, "
+			"%llu fabric sends\n",
+			round, (long long)atomic_load(&c.seen1), (long long)atomic_load(&c.seen2),
+			(unsigned long long)st.bundle_joins, (unsigned long long)st.fab_sends);
+		close_pair();
+		if (atomic_load(&c.seen1) == 0)
+			break;
+	}
+	ck_assert_int_eq(atomic_load(&c.seen1), 0);
+	/* The first put's ACK arrived while the kernel computed; the 62 puts after it joined the
+	 * bundle without taking it in (a look would have: its completion counted, and the bundle
+	 * sent in pieces): the kernel's wait took it in, and sent the bundle. */
+	ck_assert_msg(atomic_load(&c.seen2) == 0, "a put that joined the corked bundle took in %lld completions",
+		      (long long)atomic_load(&c.seen2));
+	ck_assert_uint_eq(st.bundle_joins, 62);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("progress");
@@ -625,6 +698,7 @@ int main(void)
 	tcase_add_test(tc, an_issuing_kernel_takes_in_what_arrives);
 	tcase_add_test(tc, a_lapsed_lease_is_nudged);
 	tcase_add_test(tc, a_refused_send_takes_its_count_back);
+	tcase_add_test(tc, puts_that_join_a_corked_bundle_look_at_nothing);
 	suite_add_tcase(s, tc);
 	srunner_run_all(sr, CK_NORMAL);
 	rc = test_exit(sr);
