@@ -570,6 +570,23 @@ static void burst_kernel(gice_kctx_t *k, void *arg)
 	atomic_store(&b->rc, rc);
 }
 
+/* 64 puts of bytes each from dev[0] to dev[1] by kern (its argument: &arg), which reports in
+ * *rc and counts their completions in *done (allocated here): all land, bytes intact; dev[0]'s
+ * stats after them in *st. */
+static void run_64_puts(void (*kern)(gice_kctx_t *, void *), void *arg, gice_counter_t *done, _Atomic int *rc,
+			uint32_t bytes, uint8_t seed, gice_stats_t *st)
+{
+	for (uint32_t i = 0; i < 64 * bytes; i++)
+		buf[0][i] = (uint8_t)(i * 7 + seed);
+	ck_assert_int_eq(gice_counter_alloc(dev[0], done), GICE_OK);
+	ck_assert_int_eq(gice_launch(strm[0], kern, 1, &arg, sizeof(arg)), GICE_OK);
+	ck_assert_int_eq(gice_stream_sync(strm[0], test_scaled(30000)), GICE_OK);
+	ck_assert_int_eq(atomic_load(rc), GICE_OK);
+	ck_assert_uint_eq(gice_counter_read(dev[1], sig[1]), 64);
+	ck_assert_int_eq(memcmp(buf[0], buf[1], 64 * bytes), 0);
+	ck_assert_int_eq(gice_device_stats(dev[0], st), GICE_OK);
+}
+
 /* Packets counted in d's doorbell that d has not taken in (0: nothing announced is missing). */
 static int32_t uncounted(gice_device_t *d)
 {
@@ -578,21 +595,13 @@ static int32_t uncounted(gice_device_t *d)
 
 START_TEST(a_refused_send_takes_its_count_back)
 {
-	struct burst b = {0}, *bp = &b;
+	struct burst b = {0};
 	gice_stats_t st;
 
 	setenv("GICE_FAULTS", "rate=10MBps", 1); /* a bucket of 32 KiB: most of 256 KiB is refused */
 	setenv("GICE_PLANE", "net", 1);          /* through the fabric, not the NVLink plane */
 	open_pair();
-	for (uint32_t i = 0; i < 64 * 4096; i++)
-		buf[0][i] = (uint8_t)(i * 7 + 3);
-	ck_assert_int_eq(gice_counter_alloc(dev[0], &b.done), GICE_OK);
-	ck_assert_int_eq(gice_launch(strm[0], burst_kernel, 1, &bp, sizeof(bp)), GICE_OK);
-	ck_assert_int_eq(gice_stream_sync(strm[0], test_scaled(30000)), GICE_OK);
-	ck_assert_int_eq(atomic_load(&b.rc), GICE_OK);
-	ck_assert_uint_eq(gice_counter_read(dev[1], sig[1]), 64);
-	ck_assert_int_eq(memcmp(buf[0], buf[1], 64 * 4096), 0);
-	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	run_64_puts(burst_kernel, &b, &b.done, &b.rc, 4096, 3, &st);
 	ck_assert_uint_gt(st.fault_paced, 0); /* sends were refused */
 	/* a heartbeat may be on its way: the counts settle within a pass or two */
 	int32_t left[2];
@@ -647,18 +656,9 @@ START_TEST(puts_that_join_a_corked_bundle_look_at_nothing)
 	/* the second put is corked only if the first one's ACK was not taken in before it (a CT
 	 * of dev[0] that the watchdog woke may take it in): that round says nothing, run another */
 	for (int round = 0; round < 5; round++) {
-		struct corked *cp = &c;
 		c = (struct corked){.seen1 = -1, .seen2 = -1};
 		open_lease_pair("1000000"); /* a second: the ACK's kick wakes no CT of dev[0] */
-		for (uint32_t i = 0; i < 64 * 8; i++)
-			buf[0][i] = (uint8_t)(i * 5 + 1 + round);
-		ck_assert_int_eq(gice_counter_alloc(dev[0], &c.done), GICE_OK);
-		ck_assert_int_eq(gice_launch(strm[0], cork_kernel, 1, &cp, sizeof(cp)), GICE_OK);
-		ck_assert_int_eq(gice_stream_sync(strm[0], test_scaled(30000)), GICE_OK);
-		ck_assert_int_eq(atomic_load(&c.rc), GICE_OK);
-		ck_assert_uint_eq(gice_counter_read(dev[1], sig[1]), 64);
-		ck_assert_int_eq(memcmp(buf[0], buf[1], 64 * 8), 0);
-		ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+		run_64_puts(cork_kernel, &c, &c.done, &c.rc, 8, (uint8_t)(1 + round), &st);
 		fprintf(stderr,
 			"cork: round %d: completions seen after the 2nd put %lld, after the 64th %lld; %llu joins, "
 			"%llu fabric sends\n",
