@@ -592,6 +592,17 @@ void ct_fail_now(struct ct_engine *e, ct_tile_t *t, const ct_req_t *r, uint64_t 
 void ct_msg_release(struct ct_engine *e, uint32_t idx);
 void ct_retire(struct ct_engine *e, uint32_t ct, uint64_t ticket);
 void ct_complete_counter(struct ct_engine *e, uint32_t counter, int status);
+/* A batch of counter adds: between begin and end, this thread's completions and retirements
+ * (ct_complete_counter, ct_retire) add to their counters at the end, once per counter, not one
+ * by one (an ACK completes many puts of one kernel: their completion counter and their queue's
+ * retired count). A failure writes the batch first. */
+typedef struct ct_adds {
+	struct tm_region *tm;
+	uint32_t n_ids, id[4];
+	uint64_t n[4];
+} ct_adds_t;
+void ct_adds_begin(ct_adds_t *b);
+void ct_adds_end(ct_adds_t *b);
 /* ct_armed.c: armed descriptors */
 /* Fire the descriptors of counter id that value v (the counter as read before the queue was
  * drained: ct_tile_step) makes due. Returns the number fired. */

@@ -84,6 +84,9 @@ static void cwnd_cut(ct_engine_t *e, ct_peer_t *p, int timeout)
 /* Complete the waiting messages whose every packet is below cum. */
 void ct_complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
 {
+	ct_adds_t adds;
+
+	ct_adds_begin(&adds);
 	while (p->wait_head != CT_NIL && ct_psn_before(e->msgs[p->wait_head].last_psn, cum)) {
 		uint32_t idx = ct_fifo_pop(e, &p->wait_head, &p->wait_tail);
 		ct_msg_t *m = &e->msgs[idx];
@@ -91,6 +94,7 @@ void ct_complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
 		if (!m->need)
 			ct_complete_msg(e, idx);
 	}
+	ct_adds_end(&adds);
 }
 
 /* An ACK: cum (every psn below it arrived), fence (the acker's next psn towards us) and sack

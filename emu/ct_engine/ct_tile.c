@@ -54,6 +54,48 @@ void ct_msg_release(ct_engine_t *e, uint32_t idx)
 						      memory_order_relaxed));
 }
 
+/* The batch of counter adds this thread has open (ct_adds_begin), or NULL. */
+static __thread ct_adds_t *adds_open;
+
+void ct_adds_begin(ct_adds_t *b)
+{
+	b->n_ids = 0;
+	adds_open = b;
+}
+
+void ct_adds_end(ct_adds_t *b)
+{
+	adds_open = NULL;
+	for (uint32_t i = 0; i < b->n_ids; i++)
+		tm_counter_add(b->tm, b->id[i], b->n[i]);
+	b->n_ids = 0;
+}
+
+/* Add 1 to counter id, now or in the open batch (a full batch is written first). */
+static void counter_add1(ct_engine_t *e, uint32_t id)
+{
+	ct_adds_t *b = adds_open;
+	uint32_t i = 0;
+
+	if (!b) {
+		tm_counter_add(e->attr.tm, id, 1);
+		return;
+	}
+	while (i < b->n_ids && b->id[i] != id)
+		i++;
+	if (i == GICE_ARRAY_SIZE(b->id)) {
+		ct_adds_end(b);
+		ct_adds_begin(b);
+		i = 0;
+	}
+	if (i == b->n_ids) {
+		b->tm = e->attr.tm;
+		b->id[b->n_ids] = id;
+		b->n[b->n_ids++] = 0;
+	}
+	b->n[i]++;
+}
+
 /* Tickets retire in order (quiet waits on the sequence's counter reaching a ticket count):
  * queue tickets on counter ct, fired ones on the tile's fired counter. */
 void ct_retire(ct_engine_t *e, uint32_t ct, uint64_t ticket)
@@ -71,7 +113,7 @@ void ct_retire(ct_engine_t *e, uint32_t ct, uint64_t ticket)
 			return;
 		if (atomic_compare_exchange_strong_explicit(&q->cursor, &cur, cur + 1, memory_order_acq_rel,
 							    memory_order_acquire))
-			tm_counter_add(e->attr.tm, q->counter, 1);
+			counter_add1(e, q->counter);
 	}
 }
 
@@ -86,10 +128,17 @@ void ct_complete_counter(ct_engine_t *e, uint32_t counter, int status)
 	tm_progress(e->attr.tm);
 	if (counter == TM_NONE)
 		return;
-	if (status == GICE_OK)
-		tm_counter_add(e->attr.tm, counter, 1);
-	else
-		tm_counter_fail(e->attr.tm, counter, status);
+	ct_adds_t *b = adds_open;
+
+	if (status == GICE_OK) {
+		counter_add1(e, counter);
+		return;
+	}
+	if (b) { /* the adds before it first, in their order */
+		ct_adds_end(b);
+		ct_adds_begin(b);
+	}
+	tm_counter_fail(e->attr.tm, counter, status);
 }
 
 /* Fail a request before it became a message. */
