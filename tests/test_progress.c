@@ -28,7 +28,8 @@
  * - corks: small puts that join a corked bundle look at nothing: a kernel puts once (sent at
  *   once), twice (corked: the first is unacknowledged), computes 50 ms while the first put's ACK
  *   arrives (the lease, a second, keeps CT 0 of its device asleep), then puts 62 more; all 62
- *   join the bundle, and none took the ACK in (the kernel reads no completion before its wait).
+ *   join the bundle, and none took the ACK in (the kernel reads no completion before its wait);
+ *   the wait's passes send the 63 in bundles of 32 (4 turns of the round robin per pass).
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. */
 #include <check.h>
@@ -675,6 +676,10 @@ START_TEST(puts_that_join_a_corked_bundle_look_at_nothing)
 	ck_assert_msg(atomic_load(&c.seen2) == 0, "a put that joined the corked bundle took in %lld completions",
 		      (long long)atomic_load(&c.seen2));
 	ck_assert_uint_eq(st.bundle_joins, 62);
+	/* the wait's passes send them 4 round-robin turns (32 packets) at a time: the first put,
+	 * 2 bundles, and what the device sent since its open (a heartbeat); with one turn per pass
+	 * the 63 left in bundles of 8 (10 sends in all) */
+	ck_assert_msg(st.fab_sends <= 6, "%llu fabric sends for 64 puts", (unsigned long long)st.fab_sends);
 }
 END_TEST
 
