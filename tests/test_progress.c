@@ -26,7 +26,7 @@
  *   device's count equals the packets it took in (else it would poll for packets that never
  *   come, forever);
  * - corks: small puts that join a corked bundle look at nothing: a kernel puts once (sent at
- *   once), twice (corked: the first is unacknowledged), computes 50 ms while the first put's ACK
+ *   once), twice (corked: the first is unacknowledged), computes 20 ms while the first put's ACK
  *   arrives (the lease, a second, keeps CT 0 of its device asleep), then puts 62 more; all 62
  *   join the bundle, and none took the ACK in (the kernel reads no completion before its wait);
  *   the wait's passes send the 63 in bundles of 32 (4 turns of the round robin per pass).
@@ -445,7 +445,7 @@ static void open_lease_pair(const char *lease_us)
 	setenv("GICE_PLANE", "net", 1);        /* packets, kicked, not the NVLink plane */
 	n_cts = 1;
 	open_pair();
-	usleep(300000); /* the watchdog looks every 100 ms */
+	usleep((useconds_t)test_scaled(300000)); /* the watchdog looks every 100 ms (slower sanitized) */
 }
 
 START_TEST(an_issuing_kernel_takes_in_what_arrives)
@@ -623,6 +623,7 @@ struct corked {
 	gice_counter_t done;   /* dev[0]'s: the puts' completions */
 	_Atomic int rc;
 	_Atomic int64_t seen1; /* completions after the second put, -1: not yet */
+	_Atomic int64_t seenc; /* after the computing, before the third put */
 	_Atomic int64_t seen2; /* completions after the 64th, before any wait */
 };
 
@@ -639,8 +640,11 @@ static void cork_kernel(gice_kctx_t *k, void *arg)
 				     c->done);
 		if (j == 1) {
 			atomic_store(&c->seen1, (int64_t)gice_signal_fetch(k, c->done));
-			for (uint64_t t = now_ms(); now_ms() - t < test_scaled(50);) /* compute */
+			/* compute: the ACK arrives meanwhile (within ms; a lower bound: not scaled), and
+			 * the watchdog's next look (every 100 ms) would ring CT 0 about it */
+			for (uint64_t t = now_ms(); now_ms() - t < 20;)
 				;
+			atomic_store(&c->seenc, (int64_t)gice_signal_fetch(k, c->done));
 		}
 	}
 	atomic_store(&c->seen2, (int64_t)gice_signal_fetch(k, c->done));
@@ -654,22 +658,26 @@ START_TEST(puts_that_join_a_corked_bundle_look_at_nothing)
 	struct corked c;
 	gice_stats_t st;
 
-	/* the second put is corked only if the first one's ACK was not taken in before it (a CT
-	 * of dev[0] that the watchdog woke may take it in): that round says nothing, run another */
+	/* the second put is corked only if the first one's ACK was not taken in before it, and
+	 * stays so only if no pass took it in while the kernel computed (CT 0 of dev[0], which the
+	 * watchdog may wake to send a heartbeat: once under ASan): such a round says nothing, run
+	 * another */
 	for (int round = 0; round < 5; round++) {
-		c = (struct corked){.seen1 = -1, .seen2 = -1};
+		c = (struct corked){.seen1 = -1, .seenc = -1, .seen2 = -1};
 		open_lease_pair("1000000"); /* a second: the ACK's kick wakes no CT of dev[0] */
 		run_64_puts(cork_kernel, &c, &c.done, &c.rc, 8, (uint8_t)(1 + round), &st);
 		fprintf(stderr,
-			"cork: round %d: completions seen after the 2nd put %lld, after the 64th %lld; %llu joins, "
-			"%llu fabric sends\n",
-			round, (long long)atomic_load(&c.seen1), (long long)atomic_load(&c.seen2),
+			"cork: round %d: completions seen after the 2nd put %lld, after computing %lld, after the "
+			"64th %lld; %llu joins, %llu fabric sends\n",
+			round, (long long)atomic_load(&c.seen1), (long long)atomic_load(&c.seenc),
+			(long long)atomic_load(&c.seen2),
 			(unsigned long long)st.bundle_joins, (unsigned long long)st.fab_sends);
 		close_pair();
-		if (atomic_load(&c.seen1) == 0)
+		if (atomic_load(&c.seen1) == 0 && atomic_load(&c.seenc) == 0)
 			break;
 	}
 	ck_assert_int_eq(atomic_load(&c.seen1), 0);
+	ck_assert_int_eq(atomic_load(&c.seenc), 0);
 	/* The first put's ACK arrived while the kernel computed; the 62 puts after it joined the
 	 * bundle without taking it in (a look would have: its completion counted, and the bundle
 	 * sent in pieces): the kernel's wait took it in, and sent the bundle. */
