@@ -592,10 +592,17 @@ int ct_send_pending(ct_engine_t *e)
 	if (mpg_idle(e))
 		return 0;
 	int work = pull_rings(e), full = 0, sent = 1;
+	/* one clock read stamps the packets of this pass (their t_tx: RTT samples, the trace's
+	 * first transmission, heartbeats), as one stamps all that a poll found (link_pass) */
+	int hold = !gice_clock_held;
 
+	if (hold)
+		gice_clock_hold();
 	if (e->acks_pending)
 		flush_ctrl(e);
 	for (int turn = 0; turn < MPG_TURNS && sent && !full; turn++)
 		work += sent = send_some(e, &full);
+	if (hold)
+		gice_clock_release();
 	return work;
 }
