@@ -668,10 +668,11 @@ START_TEST(puts_that_join_a_corked_bundle_look_at_nothing)
 		run_64_puts(cork_kernel, &c, &c.done, &c.rc, 8, (uint8_t)(1 + round), &st);
 		fprintf(stderr,
 			"cork: round %d: completions seen after the 2nd put %lld, after computing %lld, after the "
-			"64th %lld; %llu joins, %llu fabric sends\n",
+			"64th %lld; %llu joins, %llu pushes, %llu fabric sends\n",
 			round, (long long)atomic_load(&c.seen1), (long long)atomic_load(&c.seenc),
 			(long long)atomic_load(&c.seen2),
-			(unsigned long long)st.bundle_joins, (unsigned long long)st.fab_sends);
+			(unsigned long long)st.bundle_joins, (unsigned long long)st.bundle_pushes,
+			(unsigned long long)st.fab_sends);
 		close_pair();
 		if (atomic_load(&c.seen1) == 0 && atomic_load(&c.seenc) == 0)
 			break;
@@ -684,9 +685,14 @@ START_TEST(puts_that_join_a_corked_bundle_look_at_nothing)
 	ck_assert_msg(atomic_load(&c.seen2) == 0, "a put that joined the corked bundle took in %lld completions",
 		      (long long)atomic_load(&c.seen2));
 	ck_assert_uint_eq(st.bundle_joins, 62);
-	/* the wait's passes send them 4 round-robin turns (32 packets) at a time: the first put,
-	 * 2 bundles, and what the device sent since its open (a heartbeat); with one turn per pass
-	 * the 63 left in bundles of 8 (10 sends in all) */
+	/* Every 24 puts joined (CT_PUSH_PUTS) the burst sends the bundle on (without a look:
+	 * seen2 above): the 2nd to 26th puts, then the 27th to 50th, the cork kept. Two pushes,
+	 * unless CT 0 held the link at one (it sent them then). */
+	ck_assert_msg(st.bundle_pushes >= 1 && st.bundle_pushes <= 2, "%llu pushes in a burst of 64 puts of 8 B",
+		      (unsigned long long)st.bundle_pushes);
+	/* the first put, the pushes, the wait's pass for the last 14, and what the device sent
+	 * since its open (a heartbeat); with one round-robin turn per pass and no pushes, the
+	 * wait's passes sent the 63 in bundles of 8 (10 sends in all) */
 	ck_assert_msg(st.fab_sends <= 6, "%llu fabric sends for 64 puts", (unsigned long long)st.fab_sends);
 }
 END_TEST

@@ -219,26 +219,34 @@ static void kick_peers(ct_engine_t *e)
 }
 
 /* For the sleep policy, at the end of a pass: whether what the link sent still needs passes of
- * its own (a corked bundle, sends or reads the provider completes only while polled). */
-static void note_busy(ct_engine_t *e)
+ * its own (a corked bundle, kept or not; sends or reads the provider completes only while
+ * polled). */
+static void note_busy(ct_engine_t *e, int corked)
 {
-	uint8_t busy = e->bundle_len || fab_in_flight(e->attr.ep);
+	uint8_t busy = corked || e->bundle_len || fab_in_flight(e->attr.ep);
 
 	if (busy != atomic_load_explicit(&e->ep_busy, memory_order_relaxed))
 		atomic_store_explicit(&e->ep_busy, busy, memory_order_relaxed);
 }
 
-/* At the end of a pass, for ct_engine_submitted: the bundle left corked, and its room. */
-static void note_cork(ct_engine_t *e)
+/* At the end of a pass, for ct_engine_submitted: the bundle left corked, and its room. keep: a
+ * push sent the corked bundle of this peer (CT_NIL: none); the cork stays while the peer has
+ * packets unacknowledged, empty, so that the rest of the burst joins it too. */
+static void note_cork(ct_engine_t *e, uint32_t keep)
 {
 	uint32_t gid = e->bundle_len && e->bundle_cork ? e->bundle_gid : CT_NIL;
+
+	if (keep != CT_NIL && !e->bundle_len && !e->peers[keep].dead &&
+	    e->peers[keep].next_psn != e->peers[keep].acked_psn)
+		gid = keep;
 
 	if (atomic_load_explicit(&e->cork_gid, memory_order_relaxed) != gid)
 		atomic_store_explicit(&e->cork_gid, gid, memory_order_relaxed);
 	atomic_store_explicit(&e->cork_room, gid == CT_NIL ? 0 : e->bundle_max - e->bundle_len, memory_order_relaxed);
+	atomic_store_explicit(&e->cork_puts, 0, memory_order_relaxed);
 }
 
-enum { PASS_FULL, PASS_LOOK, PASS_SEND };
+enum { PASS_FULL, PASS_LOOK, PASS_SEND, PASS_PUSH };
 
 static int link_pass(ct_engine_t *e, int mode)
 {
@@ -252,19 +260,23 @@ static int link_pass(ct_engine_t *e, int mode)
 	work = ct_send_pending(e);
 	if (gice_unlikely(e->hb_due))
 		work += ct_link_heartbeats(e);
-	if (mode == PASS_SEND) {
+	if (mode == PASS_SEND || mode == PASS_PUSH) {
 		/* Nagle: a kernel's puts to a peer with earlier packets unacknowledged wait in the
 		 * bundle for the next one, up to a full bundle; the first to an idle peer goes at
-		 * once. The next full pass sends them (a wait's, or CT 0's: the link is busy) */
-		if (!e->bundle_cork)
+		 * once. The next full pass sends them (a wait's, or CT 0's: the link is busy), or
+		 * a push (ct_link_push), which keeps the cork */
+		uint32_t keep = mode == PASS_PUSH && e->bundle_len && e->bundle_cork ? e->bundle_gid : CT_NIL;
+		if (keep != CT_NIL)
+			ct_stat_link(&e->st[CT_STAT_bundle_pushes], 1);
+		if (!e->bundle_cork || mode == PASS_PUSH)
 			ct_bundle_flush(e);
 		if (e->n_kick || e->kick_overflow)
 			kick_peers(e);
 		if (gice_unlikely(atomic_load_explicit(&e->n_kick_due, memory_order_relaxed)))
 			nudge_due(e, 0);
-		if (work)
-			note_busy(e);
-		note_cork(e);
+		if (work || keep != CT_NIL)
+			note_busy(e, keep != CT_NIL);
+		note_cork(e, keep);
 		return work;
 	}
 	ct_bundle_flush(e); /* before the poll: the peer gets them sooner */
@@ -318,8 +330,8 @@ static int link_pass(ct_engine_t *e, int mode)
 	if (gice_unlikely(atomic_load_explicit(&e->n_kick_due, memory_order_relaxed)))
 		nudge_due(e, 0);
 	if (work || polled) /* nothing sent or polled: the endpoint is as the last pass left it */
-		note_busy(e);
-	note_cork(e);
+		note_busy(e, 0);
+	note_cork(e, CT_NIL);
 	return work;
 }
 
@@ -354,6 +366,8 @@ int ct_link_progress(ct_engine_t *e) { return progress(e, PASS_FULL); }
 
 int ct_link_look(ct_engine_t *e) { return progress(e, PASS_LOOK); }
 int ct_link_send(ct_engine_t *e) { return progress(e, PASS_SEND); }
+
+int ct_link_push(ct_engine_t *e) { return progress(e, PASS_PUSH); }
 
 void ct_link_settle(ct_engine_t *e)
 {

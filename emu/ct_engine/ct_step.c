@@ -58,8 +58,11 @@ int ct_engine_step_ring(ct_engine_t *e, uint32_t ring)
  * that of the kernel's next request that does not join) takes them from the rings too. A burst
  * of puts then pays a pass per bundle, not per put. The link must be free: its holder's last
  * pass left the cork as read here (acquire: its release of the lock); a holder in a pass comes
- * round for them anyway (link_pending). */
-static int join_corked(ct_engine_t *e, uint32_t peer, uint32_t need)
+ * round for them anyway (link_pending). Returns 0 (not joined), JOINED, or JOINED_PUSH: joined,
+ * and the puts joined since the cork was published reached CT_PUSH_PUTS with these. */
+enum { JOINED = 1, JOINED_PUSH };
+
+static int join_corked(ct_engine_t *e, uint32_t peer, uint32_t need, uint32_t puts)
 {
 	uint32_t room;
 
@@ -73,7 +76,8 @@ static int join_corked(ct_engine_t *e, uint32_t peer, uint32_t need)
 	} while (!atomic_compare_exchange_weak_explicit(&e->cork_room, &room, room - need, memory_order_relaxed,
 							memory_order_relaxed));
 	ct_stat_add(e, CT_STAT_bundle_joins, 1);
-	return 1;
+	uint32_t before = atomic_fetch_add_explicit(&e->cork_puts, puts, memory_order_relaxed);
+	return before < CT_PUSH_PUTS && before + puts >= CT_PUSH_PUTS ? JOINED_PUSH : JOINED;
 }
 
 /* A kernel's request, stepped by it or not, onto the link. */
@@ -104,11 +108,12 @@ void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
 		return;
 	}
 	int stepped = ct_own_try(t);
-	uint32_t pub_peer = CT_NIL, pub_bytes = 0;
+	uint32_t pub_peer = CT_NIL, pub_bytes = 0, pub_puts = 0;
 	if (stepped) {
 		ct_tile_step(t, 0);
 		pub_peer = t->pub_peer; /* the tile's own: read while it is ours */
 		pub_bytes = t->pub_bytes;
+		pub_puts = t->pub_puts;
 		ct_own_drop(t);
 		atomic_store_explicit(&t->hb_ns, gice_coarse_ns(), memory_order_relaxed);
 	}
@@ -118,8 +123,18 @@ void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
 	 * not send the bundle off in pieces, each paying a pass, a send and an ACK back
 	 * (gice-bench rate, 8 B: 2.1 -> 3.1 M puts/s); what else arrives waits for the burst's end
 	 * or the lease's (GICE_CT_LEASE_US), no longer. */
-	if (!stepped || !join_corked(e, pub_peer, pub_bytes))
+	int joined = stepped ? join_corked(e, pub_peer, pub_bytes, pub_puts) : 0;
+	if (!joined) {
 		onto_link(e, stepped);
+	} else if (joined == JOINED_PUSH) {
+		/* CT_PUSH_PUTS of the burst have joined: they go now, and the rest of the burst
+		 * joins the cork, kept for it. The peer takes these in while the kernel issues the
+		 * next ones; the push renews the lease, as onto_link does, so that the ACKs coming
+		 * back meanwhile do not wake CT 0 on a core the kernels need. */
+		if (e->lease_ns)
+			tm_doorbell_lease(e->attr.tm, 0, gice_now_ns(), e->lease_ns);
+		ct_link_push(e);
+	}
 	/* all taken (a full message pool or retirement window leaves requests queued) */
 	if (stepped && atomic_load_explicit(&t->consumed, memory_order_relaxed) == tm_queue_prod(e->attr.tm, ct))
 		return;

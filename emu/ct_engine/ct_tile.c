@@ -298,6 +298,7 @@ int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig,
 	else if (t->pub_peer == CT_NIL)
 		t->pub_peer = m->peer;
 	t->pub_bytes += CT_HDR_BYTES + (uint32_t)GICE_MIN(m->req.len, (uint64_t)m->mtu);
+	t->pub_puts++;
 	/* this step drives the link next (ct_tile_step); if another thread holds it, that holder
 	 * comes round again (seq_cst: pairs with its release-then-look, ct_link_progress) */
 	atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
@@ -359,6 +360,7 @@ int ct_tile_step(ct_tile_t *t, int by_proxy)
 	int empty;
 	t->pub_peer = CT_NIL;
 	t->pub_bytes = 0;
+	t->pub_puts = 0;
 	uint32_t n = tm_dirty_take(e->attr.tm, t->idx, ids, GICE_ARRAY_SIZE(ids));
 	for (uint32_t i = 0; i < n; i++)
 		vals[i] = tm_counter_read(e->attr.tm, ids[i]);
