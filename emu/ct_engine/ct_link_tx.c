@@ -1,6 +1,7 @@
 /* ct_link_tx.c: the link's sending side — the MPG takes new messages from the CTs' rings
- * (fences wait for their peer), schedules them by QoS weighted round robin, one MTU packet per
- * message per turn within the peer's credits and congestion window, and keeps each packet for
+ * (fences wait for their peer), schedules them by QoS weighted round robin, one MTU packet at a
+ * time round robin over a class's messages within the peer's credits and congestion window, and
+ * keeps each packet for
  * retransmission; control packets (ACK, heartbeat, BYE) and sequenced responses (get data,
  * atomic results, PUT_DONE, NACK) go out here too. Runs under the link lock. */
 #include "emu/ct_engine/ct_internal.h"
@@ -482,17 +483,20 @@ static int pull_rings(ct_engine_t *e)
 	return n;
 }
 
-/* MPG: weighted round robin over QoS classes, round robin over the messages of a class, one
- * packet per message per turn; messages whose peer has no credit wait their turn. One turn;
- * *full: the fabric took no more. */
+/* MPG: weighted round robin over QoS classes, each sending up to its weight in packets per
+ * turn, round robin over its messages, one packet at a time; messages whose peer has no credit
+ * wait their turn (blocked: a round of the class's messages in a row that sent nothing ends its
+ * turn). A class with one message sends its weight of it too: one packet per message per turn
+ * made one bulk put of class 0 and one of class 3 share the link 1:1 whatever the weights
+ * (tests/test_qos.c). One turn; *full: the fabric took no more. */
 static int send_some(ct_engine_t *e, int *full)
 {
 	int sent = 0;
 
 	for (uint32_t turn = 0; turn < CT_QOS_CLASSES; turn++) {
 		uint32_t q = (e->wrr_class + turn) % CT_QOS_CLASSES;
-		uint32_t budget = e->weights[q], tries = e->act_len[q];
-		while (budget && tries--) {
+		uint32_t budget = e->weights[q], blocked = 0;
+		while (budget && blocked < e->act_len[q]) {
 			uint32_t idx = ct_fifo_pop(e, &e->act_head[q], &e->act_tail[q]);
 			ct_msg_t *m = &e->msgs[idx];
 			int rc = send_pkt(e, idx);
@@ -518,7 +522,10 @@ static int send_some(ct_engine_t *e, int *full)
 			} else {
 				ct_fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
 			}
-			if (rc != SEND_BLOCKED) {
+			if (rc == SEND_BLOCKED) {
+				blocked++;
+			} else {
+				blocked = 0;
 				budget--;
 				sent++;
 			}
