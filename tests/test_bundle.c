@@ -26,6 +26,7 @@
 
 #include "api/gice.h"
 #include "emu/common/common.h" /* gice_clock_ns */
+#include "tests/test_dev.h"
 #include "tests/test_util.h"
 
 #define PUT_BYTES 4096u
@@ -42,18 +43,12 @@ static gice_counter_t done;
 static void open_pair_over(const char *provider)
 {
 	gice_device_attr_t at = {.n_sms = 1, .n_cts = 2, .hbm_bytes = 4 * BUF, .provider = provider};
-	void *p;
 
 	setenv("FI_TCP_IFACE", "lo", 1);
 	setenv("GICE_PLANE", "net", 1);
 	ck_assert_int_eq(gice_init(), GICE_OK);
-	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(gice_device_open(&at, &dev[i]), GICE_OK);
-		ck_assert_int_eq(gice_mem_alloc(dev[i], BUF, &p), GICE_OK);
-		buf[i] = p;
-		memset(buf[i], 0, BUF);
-		ck_assert_int_eq(gice_mem_register(dev[i], buf[i], BUF, &key[i]), GICE_OK);
-	}
+	for (int i = 0; i < 2; i++)
+		test_dev_open(&at, BUF, &dev[i], &buf[i], &key[i]);
 	ck_assert_int_eq(gice_counter_alloc(dev[0], &done), GICE_OK);
 	ck_assert_int_eq(gice_conn_open(dev[0], gice_device_id(dev[1]), NULL, &conn), GICE_OK);
 }

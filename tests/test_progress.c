@@ -42,6 +42,7 @@
 #include "api/api_internal.h" /* a device's trigger memory and engine: its doorbell's count */
 #include "api/gice.h"
 #include "emu/ct_engine/ct_internal.h"
+#include "tests/test_dev.h"
 #include "tests/test_util.h"
 
 static uint64_t now_us(void)
@@ -68,15 +69,10 @@ static uint32_t n_cts = 2; /* CTs per device */
 static void open_pair(void)
 {
 	gice_device_attr_t at = {.n_sms = 2, .n_cts = n_cts, .hbm_bytes = 4 * BUF};
-	void *p;
 
 	ck_assert_int_eq(gice_init(), GICE_OK);
 	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(gice_device_open(&at, &dev[i]), GICE_OK);
-		ck_assert_int_eq(gice_mem_alloc(dev[i], BUF, &p), GICE_OK);
-		buf[i] = p;
-		memset(buf[i], 0, BUF);
-		ck_assert_int_eq(gice_mem_register(dev[i], buf[i], BUF, &key[i]), GICE_OK);
+		test_dev_open(&at, BUF, &dev[i], &buf[i], &key[i]);
 		ck_assert_int_eq(gice_counter_alloc(dev[i], &sig[i]), GICE_OK);
 		ck_assert_int_eq(gice_stream_create(dev[i], &strm[i]), GICE_OK);
 	}

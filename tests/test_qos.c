@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "api/gice.h"
+#include "tests/test_dev.h"
 #include "tests/test_util.h"
 
 #define PKT 1024u                /* GICE_MTU: the packet size, header included */
@@ -45,7 +46,6 @@ static uint8_t pattern(uint32_t i) { return (uint8_t)(1 + i % 251); } /* never 0
 static void open_pair(const char *weights)
 {
 	gice_device_attr_t at = {.n_sms = 1, .n_cts = 2, .hbm_bytes = 4 * BUF, .provider = "shm"};
-	void *p;
 
 	if (weights)
 		setenv("GICE_QOS_WEIGHTS", weights, 1);
@@ -53,13 +53,8 @@ static void open_pair(const char *weights)
 	setenv("GICE_CT_RNDV_BYTES", "0", 1); /* packets only */
 	setenv("GICE_MTU", "1024", 1);        /* each goes alone: no bundles, at most 16 to a poll */
 	ck_assert_int_eq(gice_init(), GICE_OK);
-	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(gice_device_open(&at, &dev[i]), GICE_OK);
-		ck_assert_int_eq(gice_mem_alloc(dev[i], BUF, &p), GICE_OK);
-		buf[i] = p;
-		memset(buf[i], 0, BUF);
-		ck_assert_int_eq(gice_mem_register(dev[i], buf[i], BUF, &key[i]), GICE_OK);
-	}
+	for (int i = 0; i < 2; i++)
+		test_dev_open(&at, BUF, &dev[i], &buf[i], &key[i]);
 	for (int c = 0; c < 2; c++) {
 		gice_conn_attr_t ca = {.qos = c ? 0 : 3};
 		ck_assert_int_eq(gice_conn_open(dev[0], gice_device_id(dev[1]), &ca, &conn[c]), GICE_OK);

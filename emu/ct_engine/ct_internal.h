@@ -21,9 +21,9 @@
 #define CT_NIL UINT32_MAX
 #define CT_PUB_MIXED (UINT32_MAX - 1)
 /* A kernel's burst of small puts sends its corked bundle on each time this many puts have joined
- * it (ct_step.c), so that the peer takes them in while the burst goes on: a count of packets,
- * not bytes, as the peer's work per packet is what a push (a fabric send, a kick and an ACK back)
- * must be worth. gice-bench rate over shm, 2 ranks, medians of alternated runs: 8 B 2.63 -> 2.72
+ * it (ct_step.c), so that the peer takes them in while the burst goes on: a count of puts (a
+ * packet each), not bytes, as the peer's work per packet is what a push (a fabric send, a kick
+ * and an ACK back) must be worth. gice-bench rate over shm, 2 ranks, medians of alternated runs: 8 B 2.63 -> 2.72
  * M puts/s (21 runs; 2.55 -> 2.68 in 11), 256 B 1.70 -> 1.83 M (11); tcp the same. Pushing every
  * 2.5 KiB instead made 1 KiB puts (3 to a push) 11% slower (15 runs). */
 #define CT_PUSH_PUTS 24u
@@ -201,7 +201,7 @@ typedef struct ct_tile {
 	uint8_t spin_slot; /* its thread holds one of the engine's spin_slots (ct_tile.c) */
 	/* what its current step handed to the MPG (its owner writes and reads): the peer when
 	 * every message is a small put to that one peer (CT_NIL: none yet; CT_PUB_MIXED: any
-	 * other), and their packets' bytes (ct_engine_submitted) */
+	 * other), their packets' bytes and how many puts (ct_engine_submitted) */
 	uint32_t pub_peer, pub_bytes, pub_puts;
 	/* watchdog */
 	_Atomic int own;              /* held while a thread runs this tile's step */
@@ -493,8 +493,8 @@ int ct_link_progress(struct ct_engine *e);
 int ct_link_look(struct ct_engine *e);
 /* A pass that only sends (no fabric poll): for a kernel that has just queued a request. */
 int ct_link_send(struct ct_engine *e);
-/* The same, and the corked bundle goes too, its cork kept for the puts that follow (a kernel's
- * burst that filled half of it: ct_step.c). */
+/* The same, and the corked bundle goes too, its cork kept for the puts that follow (every
+ * CT_PUSH_PUTS puts of a kernel's burst: ct_step.c). */
 int ct_link_push(struct ct_engine *e);
 /* CT 0's sleep when it found no work (seq: its doorbell before it looked): on its doorbell, and
  * also on the fabric's wait fd when the provider has one and nothing is in flight. */

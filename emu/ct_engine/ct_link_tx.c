@@ -1,9 +1,9 @@
 /* ct_link_tx.c: the link's sending side — the MPG takes new messages from the CTs' rings
  * (fences wait for their peer), schedules them by QoS weighted round robin, one MTU packet at a
  * time round robin over a class's messages within the peer's credits and congestion window, and
- * keeps each packet for
- * retransmission; control packets (ACK, heartbeat, BYE) and sequenced responses (get data,
- * atomic results, PUT_DONE, NACK) go out here too. Runs under the link lock. */
+ * keeps each packet for retransmission; control packets (ACK, heartbeat, BYE) and sequenced
+ * responses (get data, atomic results, PUT_DONE, NACK) go out here too. Runs under the link
+ * lock. */
 #include "emu/ct_engine/ct_internal.h"
 
 #include <endian.h>
