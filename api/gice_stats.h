@@ -72,7 +72,8 @@
 	X(kicks_woke,       ENGINE, _,          "kicks that woke a same-host peer's sleeping CT 0 (no thread of it awake or leased to find the packets)") \
 	X(kicks_leased,     ENGINE, _,          "kicks a same-host peer's issuing kernel took (its lease: GICE_CT_LEASE_US), rung only if it did not come back") \
 	X(bundle_joins,     ENGINE, _,          "steps of an issuing kernel whose small puts joined the bundle the link left corked, without a pass of the link") \
-	X(bundle_pushes,    ENGINE, _,          "corked bundles an issuing kernel sent on while its burst went on (every 24 puts joined), the cork kept for the rest")
+	X(bundle_pushes,    ENGINE, _,          "corked bundles an issuing kernel sent on while its burst went on (every 24 puts joined), the cork kept for the rest") \
+	X(tx_small_puts,    ENGINE, _,          "puts sent as entries of PUTS packets, small puts sharing one packet (GICE_CT_SMALL_PUTS)")
 /* clang-format on */
 
 /* The counters also kept per peer device (gice_device_peer_stats, GICE_STATS=1): names of

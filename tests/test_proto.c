@@ -302,12 +302,103 @@ START_TEST(rendezvous_get_go_carries_a_length_and_its_grant_or_nothing_and_its_r
 }
 END_TEST
 
+/* PUTS (op 16): whole small puts back to back, each a 32-byte entry and its bytes; parse walks
+ * them all and refuses any that does not fit exactly, naming why. */
+static size_t puts_pkt(uint8_t *pkt, uint64_t count, const ct_put_entry_t *pe, size_t n)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < n; i++)
+		len += ct_proto_entry_build(&pe[i], pe[i].data, pkt + CT_HDR_BYTES + len);
+	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .op = CT_PKT_PUTS,
+		      .flags = CT_HF_FIRST | CT_HF_LAST, .msg_id = 40, .psn = 9, .payload_len = (uint32_t)len,
+		      .msg_len = (uint32_t)len, .value = count};
+	ct_proto_build(&h, pkt);
+	return CT_HDR_BYTES + len;
+}
+
+START_TEST(small_puts_share_a_packet_entry_by_entry)
+{
+	static const uint8_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[3] = {9, 10, 11};
+	ct_put_entry_t pe[3] = {
+		{.rkey = 0x1122334455667788ull, .roff = 64, .len = 8, .data = a},
+		{.rkey = 7, .roff = 5, .value = 0xabcdef, .sig_id = 33, .len = 3,
+		 .flags = CT_HF_SIGNAL | CT_HF_SIG_ADD | CT_HF_STRONG, .data = b},
+		{.rkey = 7, .roff = 0, .len = 0, .data = NULL},
+	};
+	uint8_t pkt[CT_HDR_BYTES + 256];
+	size_t len = puts_pkt(pkt, 3, pe, 3);
+	ct_hdr_t o;
+	const char *why = NULL;
+
+	ck_assert_uint_eq(len, CT_HDR_BYTES + 3 * CT_PUT_ENTRY_BYTES + 11);
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_OK);
+	ck_assert_uint_eq(o.op, CT_PKT_PUTS);
+	ck_assert_uint_eq(o.value, 3);
+	/* the entry layout: rkey, roff, value, sig_id, len, flags, zero; then the bytes */
+	const uint8_t *q = pkt + CT_HDR_BYTES + CT_PUT_ENTRY_BYTES + 8;
+	ck_assert_uint_eq(q[16], 0xef);
+	ck_assert_uint_eq(q[24], 33);
+	ck_assert_uint_eq(q[28], 3);
+	ck_assert_uint_eq(q[30], CT_HF_SIGNAL | CT_HF_SIG_ADD | CT_HF_STRONG);
+	ck_assert_uint_eq(q[CT_PUT_ENTRY_BYTES + 2], 11);
+	q = pkt + CT_HDR_BYTES;
+	for (int i = 0; i < 3; i++) {
+		ct_put_entry_t x;
+		q += ct_proto_entry_parse(q, &x);
+		ck_assert_uint_eq(x.rkey, pe[i].rkey);
+		ck_assert_uint_eq(x.roff, pe[i].roff);
+		ck_assert_uint_eq(x.value, pe[i].value);
+		ck_assert_uint_eq(x.sig_id, pe[i].sig_id);
+		ck_assert_uint_eq(x.len, pe[i].len);
+		ck_assert_uint_eq(x.flags, pe[i].flags);
+		ck_assert(x.len == 0 || memcmp(x.data, pe[i].data, x.len) == 0);
+	}
+	ck_assert_ptr_eq(q, pkt + len);
+
+	/* each way of not fitting */
+	len = puts_pkt(pkt, 4, pe, 3);
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
+	ck_assert_str_eq(why, "small-put entry past the payload end");
+	len = puts_pkt(pkt, 2, pe, 3);
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
+	ck_assert_str_eq(why, "bytes after the last small-put entry");
+	len = puts_pkt(pkt, 0, pe, 0);
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
+	ck_assert_str_eq(why, "small puts of no entry or more than 64");
+	len = puts_pkt(pkt, CT_PUTS_MAX + 1, pe, 1);
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
+	ck_assert_str_eq(why, "small puts of no entry or more than 64");
+	len = puts_pkt(pkt, 1, pe, 1);
+	pkt[CT_HDR_BYTES + 28] = 9; /* the entry claims 9 bytes; 8 follow */
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
+	ck_assert_str_eq(why, "small-put entry past the payload end");
+	len = puts_pkt(pkt, 1, pe, 1);
+	pkt[CT_HDR_BYTES + 30] = CT_HF_CSWAP;
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
+	ck_assert_str_eq(why, "small-put entry with an unknown flag");
+	len = puts_pkt(pkt, 1, pe, 1);
+	pkt[CT_HDR_BYTES + 31] = 1;
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
+	ck_assert_str_eq(why, "small-put entry with an unknown flag");
+	len = puts_pkt(pkt, 1, pe, 1);
+	pkt[CT_HDR_BYTES + 30] = CT_HF_STRONG;
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
+	ck_assert_str_eq(why, "strong flag without signal");
+	len = puts_pkt(pkt, 1, pe, 1);
+	pkt[48] = 1; /* msg_len is not the payload's length */
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
+	ck_assert_str_eq(why, "small puts whose msg_len is not their payload length");
+}
+END_TEST
+
 START_TEST(packet_names_cover_every_op)
 {
 	ck_assert_str_eq(ct_pkt_name(CT_PKT_PUT), "PUT");
 	ck_assert_str_eq(ct_pkt_name(CT_PKT_NACK), "NACK");
 	ck_assert_str_eq(ct_pkt_name(CT_PKT_GET_RNDV), "GET_RNDV");
 	ck_assert_str_eq(ct_pkt_name(CT_PKT_GET_GO), "GET_GO");
+	ck_assert_str_eq(ct_pkt_name(CT_PKT_PUTS), "PUTS");
 	ck_assert_str_eq(ct_pkt_name(99), "UNKNOWN");
 }
 END_TEST
@@ -395,6 +486,7 @@ int main(void)
 	tcase_add_test(tc, fault_request_carries_an_action_and_nothing_else);
 	tcase_add_test(tc, get_done_is_a_bare_unsequenced_header);
 	tcase_add_test(tc, packet_names_cover_every_op);
+	tcase_add_test(tc, small_puts_share_a_packet_entry_by_entry);
 	tcase_add_test(tc, siphash_matches_the_reference_vectors);
 	tcase_add_test(tc, siphash13_matches_the_reference_vectors);
 	tcase_add_test(tc, mac_covers_the_header_under_the_key);

@@ -30,6 +30,7 @@ static void engine_free(ct_engine_t *e)
 	free(e->tiles);
 	free(e->msgs);
 	free(e->bundle);
+	free(e->puts_buf);
 	pthread_mutex_destroy(&e->setup_lock);
 	free(e);
 }
@@ -72,7 +73,9 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 	e->conns = calloc(CT_MAX_CONNS, sizeof(*e->conns));
 	e->descs = calloc(e->max_descs, sizeof(*e->descs));
 	e->bundle = malloc(e->bundle_max);
-	if (!e->msgs || !e->tiles || !e->peers || !e->dack_peers || !e->conns || !e->descs || !e->bundle)
+	e->puts_buf = malloc(e->mtu_max);
+	if (!e->msgs || !e->tiles || !e->peers || !e->dack_peers || !e->conns || !e->descs || !e->bundle ||
+	    !e->puts_buf)
 		goto err_mem;
 	for (uint32_t q = 0; q < CT_QOS_CLASSES; q++) {
 		e->act_head[q] = e->act_tail[q] = CT_NIL;

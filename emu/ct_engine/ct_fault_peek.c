@@ -32,8 +32,8 @@ int ct_fault_classify(const void *buf, size_t len, fab_fault_pkt_t *out)
 				 .len = CT_HDR_BYTES + (size_t)plen, .hdr_len = CT_HDR_BYTES};
 	out->seq = op != CT_PKT_ACK && op != CT_PKT_HEARTBEAT && op != CT_PKT_BYE && op != CT_PKT_FAULT &&
 		   op != CT_PKT_GET_DONE;
-	out->op_start = (flags & CT_HF_FIRST) && (op == CT_PKT_PUT || op == CT_PKT_GET_REQ || op == CT_PKT_ATOMIC_REQ ||
+	out->op_start = (flags & CT_HF_FIRST) && (op == CT_PKT_PUT || op == CT_PKT_PUTS || op == CT_PKT_GET_REQ || op == CT_PKT_ATOMIC_REQ ||
 						  op == CT_PKT_PUT_RTS || op == CT_PKT_GET_RNDV);
-	out->put = op == CT_PKT_PUT || op == CT_PKT_PUT_RTS;
+	out->put = op == CT_PKT_PUT || op == CT_PKT_PUTS || op == CT_PKT_PUT_RTS;
 	return 0;
 }

@@ -80,6 +80,7 @@ typedef struct {
 } ct_rx_slot_t;
 
 #define CT_POFF_GRANT UINT64_MAX
+#define CT_POFF_PUTS (UINT64_MAX - 1) /* a PUTS: its entries are built again from its messages */
 /* A sent packet kept until it is acknowledged, to be sent again (reliability). */
 typedef struct {
 	uint8_t hdr[CT_HDR_BYTES]; /* encoded, csum field zero */
@@ -299,6 +300,10 @@ struct ct_engine {
 	uint8_t *bundle;
 	uint32_t bundle_len, bundle_gid;
 	uint8_t bundle_cork; /* its first packet found earlier ones to that peer unacknowledged */
+	/* puts of at most small_max bytes queued one after another to one peer share a PUTS packet
+	 * (GICE_CT_SMALL_PUTS; 0: never); puts_buf holds the payload being built (mtu_max bytes) */
+	uint32_t small_max;
+	uint8_t *puts_buf;
 	_Atomic uint8_t bundle_held; /* the fabric refused the bundle for now (EAGAIN): link work,
 				      * CT 0 comes round soon (ct_link_busy) */
 	ct_peer_t *peers;
@@ -519,6 +524,28 @@ void ct_link_settle(struct ct_engine *e);
 void ct_complete_msg(struct ct_engine *e, uint32_t idx);
 /* ct_link_tx.c: the MPG and everything sent */
 int ct_send_pending(struct ct_engine *e);
+/* What sending a message's next packet did (ct_link_tx.c, ct_link_puts.c): a packet out and more
+ * to send; its last out; nothing, no credit; nothing, the fabric takes no more now; the message
+ * and those sent with it are on their way or failed (PUTS). */
+enum { CT_SEND_OK, CT_SEND_DONE, CT_SEND_BLOCKED, CT_SEND_FULL, CT_SEND_TAKEN };
+/* The peer's window of unacknowledged packets is full (credits; congestion window). */
+static inline int ct_tx_window_full(const struct ct_engine *e, const ct_peer_t *p)
+{
+	return p->next_psn - p->acked_psn >= e->credits ||
+	       (atomic_load_explicit(&e->reliable, memory_order_relaxed) && p->next_psn - p->acked_psn >= p->cwnd);
+}
+/* An ACK owed to p may ride on the next packet to it: no selective part, no NACK waiting. */
+int ct_ack_rides(const ct_peer_t *p);
+/* Small puts (ct_link_puts.c): whether message idx, just taken from class q's list, starts a
+ * PUTS (the next in the list is a small put to the same peer too); send it with as many of those
+ * after it as fit (CT_SEND_TAKEN, or CT_SEND_FULL with idx the caller's to put back); the payload
+ * of a PUTS sent (hdr, plen bytes) built again from its messages, NULL if one is gone; a PUTS
+ * received, each entry taken as the PUT it stands for. */
+int ct_puts_start(const struct ct_engine *e, uint32_t q, uint32_t idx);
+int ct_puts_send(struct ct_engine *e, uint32_t q, uint32_t idx);
+const void *ct_puts_rebuild(struct ct_engine *e, ct_peer_t *p, const uint8_t *hdr, uint32_t plen);
+void ct_rx_puts(struct ct_engine *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload);
+void ct_rx_request(struct ct_engine *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload);
 /* Send one encoded packet to p: it joins the bundle of packets to p that leaves at the end of
  * the pass (ct_bundle_flush, also before a packet to another peer or a large one). */
 int ct_xmit(struct ct_engine *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen);

@@ -13,9 +13,15 @@ static int retransmit(ct_engine_t *e, ct_peer_t *p, uint32_t psn, uint64_t now)
 	uint8_t buf[CT_HDR_BYTES];
 	int rc;
 
+	const void *payload = !tr->plen ? NULL : tr->poff == CT_POFF_GRANT ? tr->grant : e->base + tr->poff;
+
+	if (tr->plen && tr->poff == CT_POFF_PUTS && !(payload = ct_puts_rebuild(e, p, tr->hdr, tr->plen))) {
+		gice_error("ct", "device %u: the puts of packet %u to device %u are gone before its ACK: not sent "
+			   "again", e->attr.gid, psn, (uint32_t)(p - e->peers));
+		return GICE_ERR_NOT_FOUND;
+	}
 	memcpy(buf, tr->hdr, sizeof(buf));
-	rc = ct_xmit(e, p, buf, !tr->plen ? NULL : tr->poff == CT_POFF_GRANT ? tr->grant : e->base + tr->poff,
-		     tr->plen);
+	rc = ct_xmit(e, p, buf, payload, tr->plen);
 	if (rc == GICE_OK) {
 		tr->tries++;
 		tr->t_tx = now;

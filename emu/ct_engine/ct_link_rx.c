@@ -186,7 +186,7 @@ int ct_rx_signal_check(ct_engine_t *e, ct_rx_slot_t *s, const ct_hdr_t *h)
 	return rc;
 }
 
-static void rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
+void ct_rx_request(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload)
 {
 	ct_rx_slot_t *s = rx_slot(e, p, h);
 	uint64_t off;
@@ -449,8 +449,10 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	} else if (h.op == CT_PKT_GET_RESP || h.op == CT_PKT_GET_GO || h.op == CT_PKT_ATOMIC_RESP ||
 		   h.op == CT_PKT_PUT_DONE) {
 		rx_response(e, p, &h, buf + CT_HDR_BYTES);
+	} else if (h.op == CT_PKT_PUTS) {
+		ct_rx_puts(e, p, &h, buf + CT_HDR_BYTES);
 	} else {
-		rx_request(e, p, &h, buf + CT_HDR_BYTES);
+		ct_rx_request(e, p, &h, buf + CT_HDR_BYTES);
 	}
 	/* an ack riding on the packet: it covers what the peer received before sending it */
 	if (h.flags & CT_HF_ACK)
@@ -477,7 +479,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 		if (e->dack_next_ns > p->t_ack_wait + ack_delay_ns(e))
 			e->dack_next_ns = p->t_ack_wait + ack_delay_ns(e);
 	}
-	if ((h.flags & CT_HF_LAST) && (h.op == CT_PKT_PUT || h.op == CT_PKT_GET_REQ || h.op == CT_PKT_ATOMIC_REQ ||
+	if ((h.flags & CT_HF_LAST) && (h.op == CT_PKT_PUT || h.op == CT_PKT_PUTS || h.op == CT_PKT_GET_REQ || h.op == CT_PKT_ATOMIC_REQ ||
 				       h.op == CT_PKT_PUT_RTS || h.op == CT_PKT_GET_RNDV)) {
 		p->ack_soon = e->pass;
 		e->dack_next_ns = 0;

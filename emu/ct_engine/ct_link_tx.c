@@ -11,8 +11,6 @@
 
 #include "emu/common/tsan.h"
 
-enum { SEND_OK, SEND_DONE, SEND_BLOCKED, SEND_FULL };
-
 /* p owes no ACK any more (one went out, or the peer is gone). */
 void ct_ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
 {
@@ -179,6 +177,11 @@ static uint64_t sack_bits(const ct_peer_t *p)
 	return b ? (lo >> b) | (hi << (64 - b)) : lo;
 }
 
+int ct_ack_rides(const ct_peer_t *p)
+{
+	return p->ack_unsent && !p->nack_unsent && !sack_bits(p);
+}
+
 void ct_send_ack(ct_engine_t *e, uint32_t gid)
 {
 	ct_peer_t *p = &e->peers[gid];
@@ -251,15 +254,14 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 			m->status = p->dead_status;
 		m->need = 0;
 		ct_nack_done(e, m);
-		return SEND_DONE;
+		return CT_SEND_DONE;
 	}
-	if (p->next_psn - p->acked_psn >= e->credits ||
-	    (atomic_load_explicit(&e->reliable, memory_order_relaxed) && p->next_psn - p->acked_psn >= p->cwnd))
-		return SEND_BLOCKED;
+	if (ct_tx_window_full(e, p))
+		return CT_SEND_BLOCKED;
 	if (m->state == MS_READY) { /* its first packet: number it */
 		if (m->kind <= MK_AMO) {
 			if (p->next_msg_id - p->done_upto >= CT_PEER_WIN)
-				return SEND_BLOCKED;
+				return CT_SEND_BLOCKED;
 			m->msg_id = p->next_msg_id++;
 			p->by_id[m->msg_id & (CT_PEER_WIN - 1)] = idx + 1;
 			/* a large put or get moves by one remote read (or plane copy) once the peer
@@ -292,7 +294,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 					m->status = rc;
 				m->need = 0;
 				ct_nack_done(e, m);
-				return SEND_DONE;
+				return CT_SEND_DONE;
 			}
 			ct_proto_grant_build(grant.key, grant.addr, gbuf);
 			payload = gbuf;
@@ -383,7 +385,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	h.psn = p->next_psn;
 	/* An ACK we owe this peer rides along when it needs no selective part and no NACK waits
 	 * for a psn (an ACK must not overtake a NACK): a reply carries the ack of the request. */
-	int piggy = p->ack_unsent && !p->nack_unsent && m->kind != MK_NACK && !sack_bits(p);
+	int piggy = m->kind != MK_NACK && ct_ack_rides(p);
 	if (piggy) {
 		h.flags |= CT_HF_ACK;
 		h.ack = p->rx_next_psn;
@@ -399,7 +401,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	}
 	if (rc == GICE_ERR_AGAIN) {
 		ct_stat_add(e, CT_STAT_tx_again, 1);
-		return SEND_FULL;
+		return CT_SEND_FULL;
 	}
 	if (rc) {
 		gice_error("ct", "send of %s to device %u failed: %s", ct_pkt_name(h.op), m->peer, gice_status_name(rc));
@@ -408,7 +410,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		/* count the packet as sent: the peer will never ack it, so fail the message now */
 		m->need = 0;
 		ct_nack_done(e, m);
-		return SEND_DONE;
+		return CT_SEND_DONE;
 	}
 	if (payload == gbuf) { /* a grant: kept with the header (a retransmission sends it again) */
 		memcpy(tr->grant, gbuf, sizeof(gbuf));
@@ -433,9 +435,9 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	ct_stat_add_peer(e, p, CT_STAT_tx_pkts, 1);
 	ct_stat_add_peer(e, p, CT_STAT_tx_bytes, plen);
 	if (!last)
-		return SEND_OK;
+		return CT_SEND_OK;
 	m->last_psn = h.psn;
-	return SEND_DONE;
+	return CT_SEND_DONE;
 }
 
 /* Move new messages from the CTs' rings (and responses) onto the class lists. A fence holds its
@@ -499,8 +501,8 @@ static int send_some(ct_engine_t *e, int *full)
 		while (budget && blocked < e->act_len[q]) {
 			uint32_t idx = ct_fifo_pop(e, &e->act_head[q], &e->act_tail[q]);
 			ct_msg_t *m = &e->msgs[idx];
-			int rc = send_pkt(e, idx);
-			if (rc == SEND_FULL) {
+			int rc = ct_puts_start(e, q, idx) ? ct_puts_send(e, q, idx) : send_pkt(e, idx);
+			if (rc == CT_SEND_FULL) {
 				/* back at the head: keep its place */
 				m->next = e->act_head[q];
 				e->act_head[q] = idx;
@@ -510,7 +512,7 @@ static int send_some(ct_engine_t *e, int *full)
 				*full = 1;
 				return sent;
 			}
-			if (rc == SEND_DONE) {
+			if (rc == CT_SEND_DONE) {
 				ct_peer_t *p = &e->peers[m->peer];
 				e->act_len[q]--;
 				if (m->need == 0) { /* failed at send */
@@ -519,10 +521,10 @@ static int send_some(ct_engine_t *e, int *full)
 					m->state = MS_WAITING;
 					ct_fifo_push(e, &p->wait_head, &p->wait_tail, idx);
 				}
-			} else {
+			} else if (rc != CT_SEND_TAKEN) {
 				ct_fifo_push(e, &e->act_head[q], &e->act_tail[q], idx);
 			}
-			if (rc == SEND_BLOCKED) {
+			if (rc == CT_SEND_BLOCKED) {
 				blocked++;
 			} else {
 				blocked = 0;

@@ -67,11 +67,16 @@ const gice_param_t ct_params[] = {
 	 "GICE_MTU, whichever is larger; auto: a size per provider, measured (docs/protocol.md): 65536 over tcp, "
 	 "GICE_MTU elsewhere; every rank of the job must agree",
 	 GICE_PARAM_STR, 0, CT_MAX_PAYLOAD},
+	{"GICE_CT_SMALL_PUTS", "auto",
+	 "puts of at most this many bytes queued one after another to one peer share a packet (PUTS: one header, "
+	 "one MAC, each put a 32-byte entry); 0: every put its own packets; auto: 1024, and 0 while GICE_FAULTS "
+	 "injects network faults (the injector then sees one packet per put, as before)",
+	 GICE_PARAM_STR, 0, 65535},
 	{NULL, NULL, NULL, 0, 0, 0},
 };
 
-enum { P_MTU = 1, P_RNDV = 8, P_BUNDLE = 17 };
-_Static_assert(sizeof(ct_params) / sizeof(ct_params[0]) == P_BUNDLE + 2, "indices follow the table");
+enum { P_MTU = 1, P_RNDV = 8, P_BUNDLE = 17, P_SMALL = 18 };
+_Static_assert(sizeof(ct_params) / sizeof(ct_params[0]) == P_SMALL + 2, "indices follow the table");
 
 /* "auto", "0" or "1" → -1, 0, 1; GICE_ERR_CONFIG otherwise. */
 static int param_auto(const gice_param_t *p, int *out)
@@ -195,6 +200,23 @@ static int bundle_param(ct_engine_t *e, uint64_t mtu)
 	return GICE_OK;
 }
 
+/* GICE_CT_SMALL_PUTS=auto: puts up to 1 KiB share packets (PUTS), except while the fault
+ * injector acts on the link, which then sees one packet per put as it did. */
+#define SMALL_PUTS_AUTO 1024u
+
+static int small_param(ct_engine_t *e)
+{
+	uint64_t v = 0;
+	int rc, automatic;
+
+	if ((rc = size_or_auto(&ct_params[P_SMALL], "every put its own packets", &v, &automatic)))
+		return rc; /* logged there, also a size above an entry's u16 len */
+	if (automatic)
+		v = gice_faults_any_net(e->attr.faults) ? 0 : SMALL_PUTS_AUTO;
+	e->small_max = (uint32_t)v;
+	return GICE_OK;
+}
+
 int ct_read_params(ct_engine_t *e)
 {
 	uint64_t v[8];
@@ -223,7 +245,7 @@ int ct_read_params(ct_engine_t *e)
 	e->mtu_max = (uint32_t)v[P_MTU];
 	if (e->attr.ep->max_packet && e->mtu_max > e->attr.ep->max_packet)
 		e->mtu_max = (uint32_t)e->attr.ep->max_packet; /* datagrams: 1472 bytes on udp */
-	if ((rc = bundle_param(e, e->mtu_max)))
+	if ((rc = bundle_param(e, e->mtu_max)) || (rc = small_param(e)))
 		return rc;
 	e->poll_ns = v[3] * 1000;
 	e->max_descs = (uint32_t)v[4];

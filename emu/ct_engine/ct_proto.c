@@ -138,6 +138,38 @@ int ct_proto_csum_ok(const void *buf, size_t len)
 	return ct_proto_csum(p, p + CT_HDR_BYTES, len - CT_HDR_BYTES) == get32(p, CT_HDR_CSUM_OFF);
 }
 
+size_t ct_proto_entry_build(const ct_put_entry_t *pe, const void *data, void *buf)
+{
+	uint8_t *p = buf;
+
+	PUT64(p, 0, pe->rkey);
+	PUT64(p, 8, pe->roff);
+	PUT64(p, 16, pe->value);
+	PUT32(p, 24, pe->sig_id);
+	PUT16(p, 28, pe->len);
+	p[30] = pe->flags;
+	p[31] = 0;
+	if (pe->len)
+		memcpy(p + CT_PUT_ENTRY_BYTES, data, pe->len);
+	return CT_PUT_ENTRY_BYTES + (size_t)pe->len;
+}
+
+size_t ct_proto_entry_parse(const void *buf, ct_put_entry_t *pe)
+{
+	const uint8_t *p = buf;
+	uint16_t len;
+
+	memcpy(&len, p + 28, 2);
+	pe->rkey = get64(p, 0);
+	pe->roff = get64(p, 8);
+	pe->value = get64(p, 16);
+	pe->sig_id = get32(p, 24);
+	pe->len = le16toh(len);
+	pe->flags = p[30];
+	pe->data = p + CT_PUT_ENTRY_BYTES;
+	return CT_PUT_ENTRY_BYTES + (size_t)pe->len;
+}
+
 static int bad(const char **why, const char *what)
 {
 	if (why)
@@ -192,6 +224,31 @@ int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why)
 		if (h->payload_len == 0 && h->msg_len != 0)
 			return bad(why, "empty packet of a non-empty message");
 		break;
+	case CT_PKT_PUTS: {
+		const uint8_t *q = p + CT_HDR_BYTES;
+		size_t left = h->payload_len;
+		if (h->msg_len != h->payload_len || h->moff)
+			return bad(why, "small puts whose msg_len is not their payload length");
+		if (h->value == 0 || h->value > CT_PUTS_MAX)
+			return bad(why, "small puts of no entry or more than 64");
+		for (uint64_t i = 0; i < h->value; i++) {
+			ct_put_entry_t pe;
+			if (left < CT_PUT_ENTRY_BYTES)
+				return bad(why, "small-put entry past the payload end");
+			size_t n = ct_proto_entry_parse(q, &pe);
+			if (n > left)
+				return bad(why, "small-put entry past the payload end");
+			if ((pe.flags & ~CT_PUT_ENTRY_FLAGS) || q[31])
+				return bad(why, "small-put entry with an unknown flag");
+			if ((pe.flags & CT_HF_STRONG) && !(pe.flags & CT_HF_SIGNAL))
+				return bad(why, "strong flag without signal");
+			q += n;
+			left -= n;
+		}
+		if (left)
+			return bad(why, "bytes after the last small-put entry");
+		break;
+	}
 	case CT_PKT_PUT_RTS: /* announce msg_len bytes, carry only the grant to read them with, or */
 	case CT_PKT_GET_GO:  /* nothing (the NVLink plane) */
 		if ((h->payload_len != CT_GRANT_BYTES && h->payload_len != 0) || h->moff)

@@ -10,11 +10,12 @@
 #include <stdint.h>
 
 #define CT_PROTO_MAGIC 0x45434947u /* "GICE" little-endian */
-#define CT_PROTO_VERSION 5 /* 2: piggybacked acks, bundles, rendezvous gets (GET_RNDV, GET_GO);
+#define CT_PROTO_VERSION 6 /* 2: piggybacked acks, bundles, rendezvous gets (GET_RNDV, GET_GO);
 			     * 3: the job's MAC (mac), csum and ack moved to make room;
 			     * 4: PUT_RTS and GET_GO carry a read grant (CT_GRANT_BYTES payload),
 			     *    mac is SipHash-1-3;
-			     * 5: ... or no payload: the bytes are on the NVLink plane */
+			     * 5: ... or no payload: the bytes are on the NVLink plane;
+			     * 6: PUTS, small puts sharing one packet */
 #define CT_HDR_BYTES 96
 #define CT_MAX_PAYLOAD (1u << 20) /* largest MTU accepted */
 #define CT_MTU_MIN 256 /* smallest packet size a device uses (GICE_MTU, connections) */
@@ -35,7 +36,8 @@
 	X(CT_PKT_GET_RNDV, 12, "GET_RNDV")      /* get the requester reads itself once GET_GO says so */ \
 	X(CT_PKT_GET_GO, 13, "GET_GO")          /* GET_RNDV validated: read msg_len bytes (grant; plane: value) */ \
 	X(CT_PKT_FAULT, 14, "FAULT")            /* unsequenced: the receiver's rank kills or hangs itself */ \
-	X(CT_PKT_GET_DONE, 15, "GET_DONE")      /* unsequenced: the read of GET_GO aux (msg id) ended */
+	X(CT_PKT_GET_DONE, 15, "GET_DONE")      /* unsequenced: the read of GET_GO aux (msg id) ended */ \
+	X(CT_PKT_PUTS, 16, "PUTS")              /* value one-packet puts, msg_id up: entries (below) */
 
 enum ct_pkt_op {
 #define CT_PKT_ENUM_(n, v, s) n = v,
@@ -105,11 +107,32 @@ typedef struct {
 void ct_proto_grant_build(uint64_t key, uint64_t addr, void *buf);
 void ct_proto_grant_parse(const void *buf, uint64_t *key, uint64_t *addr);
 
+/* The payload of PUTS: value (1..CT_PUTS_MAX) whole one-packet puts to the receiver, each a
+ * request message of its own, msg_ids msg_id, msg_id + 1, ... in order, back to back. Each is a
+ * CT_PUT_ENTRY_BYTES entry header (u64 rkey, u64 roff, u64 value, u32 sig_id, u16 len, u8
+ * flags: CT_HF_SIGNAL, CT_HF_SIG_ADD, CT_HF_STRONG, u8 zero; little-endian) followed by its len
+ * bytes, written at (rkey, roff). The packet's msg_len is its payload_len, moff 0. */
+#define CT_PUT_ENTRY_BYTES 32
+#define CT_PUTS_MAX 64u
+#define CT_PUT_ENTRY_FLAGS (CT_HF_SIGNAL | CT_HF_SIG_ADD | CT_HF_STRONG)
+typedef struct {
+	uint64_t rkey, roff, value;
+	uint32_t sig_id;
+	uint16_t len;
+	uint8_t flags;
+	const uint8_t *data; /* parse: its len bytes in the packet */
+} ct_put_entry_t;
+/* Encode entry pe with its len bytes from data at buf; returns the bytes written. */
+size_t ct_proto_entry_build(const ct_put_entry_t *pe, const void *data, void *buf);
+/* Decode the entry at buf of a PUTS payload that ct_proto_parse accepted; returns its length. */
+size_t ct_proto_entry_parse(const void *buf, ct_put_entry_t *pe);
+
 /* Encode h into CT_HDR_BYTES bytes at buf. */
 void ct_proto_build(const ct_hdr_t *h, void *buf);
 /* Decode and validate len bytes at buf: length, magic, version, op, known flags, ack only with its flag,
  * payload_len == len - CT_HDR_BYTES <= CT_MAX_PAYLOAD, moff + payload_len <= msg_len for data
- * packets, a grant or nothing on PUT_RTS and GET_GO, no payload on other control packets. GICE_OK and *h filled, or GICE_ERR_BAD_PACKET with
+ * packets, a grant or nothing on PUT_RTS and GET_GO, well-formed entries on PUTS, no payload on
+ * other control packets. GICE_OK and *h filled, or GICE_ERR_BAD_PACKET with
  * *why (may be NULL) naming the failed check. Touches nothing but *h and *why. */
 int ct_proto_parse(const void *buf, size_t len, ct_hdr_t *h, const char **why);
 /* A fabric message carries one or more packets back to back (a bundle). The length of the

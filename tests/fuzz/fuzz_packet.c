@@ -40,8 +40,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    h.payload_len != 0)
 				abort(); /* a rendezvous packet carries its grant or nothing (the plane) */
 			if (h.op != CT_PKT_PUT && h.op != CT_PKT_GET_RESP && h.op != CT_PKT_PUT_RTS &&
-			    h.op != CT_PKT_GET_GO && h.payload_len)
+			    h.op != CT_PKT_GET_GO && h.op != CT_PKT_PUTS && h.payload_len)
 				abort();
+			if (h.op == CT_PKT_PUTS) {
+				/* value entries fill the payload exactly, each within it */
+				size_t at = 0;
+				if (h.value == 0 || h.value > CT_PUTS_MAX || h.msg_len != h.payload_len)
+					abort();
+				for (uint64_t i = 0; i < h.value; i++) {
+					ct_put_entry_t pe;
+					if (h.payload_len - at < CT_PUT_ENTRY_BYTES)
+						abort();
+					at += ct_proto_entry_parse(data + CT_HDR_BYTES + at, &pe);
+					if (at > h.payload_len || (pe.flags & ~CT_PUT_ENTRY_FLAGS))
+						abort();
+				}
+				if (at != h.payload_len)
+					abort();
+			}
 		} else if (!why) {
 			abort(); /* a rejection names its reason */
 		}
