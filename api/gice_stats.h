@@ -71,7 +71,7 @@
 	X(rtt_karn_skips,   ENGINE, _,          "ACKs not sampled for the round trip: their packet had been sent more than once (Karn's rule)") \
 	X(kicks_woke,       ENGINE, _,          "kicks that woke a same-host peer's sleeping CT 0 (no thread of it awake or leased to find the packets)") \
 	X(kicks_leased,     ENGINE, _,          "kicks a same-host peer's issuing kernel took (its lease: GICE_CT_LEASE_US), rung only if it did not come back") \
-	X(bundle_joins,     ENGINE, _,          "steps of an issuing kernel whose small puts joined the bundle the link left corked, without a pass of the link") \
+	X(bundle_joins,     ENGINE, _,          "small puts of issuing kernels that joined the bundle the link left corked, without a pass of the link (counted as that bundle leaves)") \
 	X(bundle_pushes,    ENGINE, _,          "corked bundles an issuing kernel sent on while its burst went on (every 24 puts joined), the cork kept for the rest") \
 	X(tx_small_puts,    ENGINE, _,          "puts sent as entries of PUTS packets, small puts sharing one packet (GICE_CT_SMALL_PUTS)")
 /* clang-format on */

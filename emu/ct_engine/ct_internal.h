@@ -263,9 +263,11 @@ struct ct_engine {
 	_Atomic int ct0_parked;
 	/* the bundle the link holder left corked at the end of its last pass: its peer (CT_NIL:
 	 * none) and the bytes it still takes, less those of the small puts that joined it since
-	 * without a pass (ct_engine_submitted) */
-	_Atomic uint32_t cork_gid, cork_room;
-	_Atomic uint32_t cork_puts; /* puts joined since the cork was published (CT_PUSH_PUTS) */
+	 * without a pass (ct_engine_submitted), and how many those are */
+	_Atomic uint32_t cork_gid;
+	/* its room (low 32 bits) and the puts joined since it was published (high 32 bits:
+	 * CT_PUSH_PUTS, bundle_joins), one word so that a put joins with one CAS */
+	_Atomic uint64_t cork;
 	_Atomic uint8_t ep_busy; /* at the end of the last pass, a corked bundle or the endpoint's
 				  * own sends or reads in flight (fab_in_flight): the link holder writes */
 
@@ -630,17 +632,28 @@ void ct_fail_now(struct ct_engine *e, ct_tile_t *t, const ct_req_t *r, uint64_t 
 void ct_msg_release(struct ct_engine *e, uint32_t idx);
 void ct_retire(struct ct_engine *e, uint32_t ct, uint64_t ticket);
 void ct_complete_counter(struct ct_engine *e, uint32_t counter, int status);
-/* A batch of counter adds: between begin and end, this thread's completions and retirements
- * (ct_complete_counter, ct_retire) add to their counters at the end, once per counter, not one
- * by one (an ACK completes many puts of one kernel: their completion counter and their queue's
- * retired count). A failure writes the batch first. */
+/* A batch of completions (ct_complete.c): between begin and end, this thread's completions and
+ * retirements on engine e (ct_complete_counter, ct_retire, ct_op_counted, ct_live_drop,
+ * ct_msg_release) are written at the end, once each: a counter add per counter, one advance of
+ * each retirement cursor, ops_done/ops_failed and msgs_live once, the messages onto their CT's
+ * return stack at once (an ACK completes many puts of one kernel). A failure writes the batch
+ * first, so the order of counter writes is kept. */
 typedef struct ct_adds {
-	struct tm_region *tm;
+	struct ct_engine *e;
 	uint32_t n_ids, id[4];
 	uint64_t n[4];
+	uint64_t done, failed, live;      /* ops_done, ops_failed, msgs_live's decrement */
+	ct_retire_seq_t *seq[2];          /* retirement sequences to advance */
+	uint32_t n_seq;
+	uint32_t rel_owner, rel_first, rel_last; /* messages to give back to tile rel_owner: a
+						   * chain from rel_first (CT_NIL: none) */
 } ct_adds_t;
-void ct_adds_begin(ct_adds_t *b);
+void ct_adds_begin(struct ct_engine *e, ct_adds_t *b);
 void ct_adds_end(ct_adds_t *b);
+/* An operation ended with status: counted in ops_done or ops_failed. */
+void ct_op_counted(struct ct_engine *e, int status);
+/* A message is no longer live (msgs_live). */
+void ct_live_drop(struct ct_engine *e);
 /* ct_armed.c: armed descriptors */
 /* Fire the descriptors of counter id that value v (the counter as read before the queue was
  * drained: ct_tile_step) makes due. Returns the number fired. */

@@ -99,12 +99,12 @@ void ct_complete_msg(ct_engine_t *e, uint32_t idx)
 		trace_add(e, m, gice_now_ns());
 	}
 	if (m->kind <= MK_FENCE) {
-		ct_stat_add(e, m->status ? CT_STAT_ops_failed : CT_STAT_ops_done, 1);
+		ct_op_counted(e, m->status);
 		ct_complete_counter(e, m->req.counter, m->status);
 		ct_retire(e, m->owner, m->ticket);
 	}
 	m->state = MS_FREE;
-	atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
+	ct_live_drop(e);
 	ct_msg_release(e, idx);
 }
 
@@ -242,8 +242,12 @@ static void note_cork(ct_engine_t *e, uint32_t keep)
 
 	if (atomic_load_explicit(&e->cork_gid, memory_order_relaxed) != gid)
 		atomic_store_explicit(&e->cork_gid, gid, memory_order_relaxed);
-	atomic_store_explicit(&e->cork_room, gid == CT_NIL ? 0 : e->bundle_max - e->bundle_len, memory_order_relaxed);
-	atomic_store_explicit(&e->cork_puts, 0, memory_order_relaxed);
+	/* the puts that joined the last one are counted as it is replaced (only the link holder
+	 * writes bundle_joins) */
+	uint64_t old = atomic_exchange_explicit(&e->cork, gid == CT_NIL ? 0 : e->bundle_max - e->bundle_len,
+						memory_order_relaxed);
+	if (old >> 32)
+		ct_stat_link(&e->st[CT_STAT_bundle_joins], old >> 32);
 }
 
 enum { PASS_FULL, PASS_LOOK, PASS_SEND, PASS_PUSH };

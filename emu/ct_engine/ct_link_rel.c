@@ -92,7 +92,7 @@ void ct_complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
 {
 	ct_adds_t adds;
 
-	ct_adds_begin(&adds);
+	ct_adds_begin(e, &adds);
 	while (p->wait_head != CT_NIL && ct_psn_before(e->msgs[p->wait_head].last_psn, cum)) {
 		uint32_t idx = ct_fifo_pop(e, &p->wait_head, &p->wait_tail);
 		ct_msg_t *m = &e->msgs[idx];

@@ -64,19 +64,18 @@ enum { JOINED = 1, JOINED_PUSH };
 
 static int join_corked(ct_engine_t *e, uint32_t peer, uint32_t need, uint32_t puts)
 {
-	uint32_t room;
+	uint64_t c;
 
 	if (peer >= CT_PUB_MIXED || atomic_load_explicit(&e->link_lock, memory_order_acquire) ||
 	    atomic_load_explicit(&e->cork_gid, memory_order_relaxed) != peer)
 		return 0;
-	room = atomic_load_explicit(&e->cork_room, memory_order_relaxed);
+	c = atomic_load_explicit(&e->cork, memory_order_relaxed);
 	do {
-		if (room < need)
+		if ((uint32_t)c < need)
 			return 0;
-	} while (!atomic_compare_exchange_weak_explicit(&e->cork_room, &room, room - need, memory_order_relaxed,
-							memory_order_relaxed));
-	ct_stat_add(e, CT_STAT_bundle_joins, 1);
-	uint32_t before = atomic_fetch_add_explicit(&e->cork_puts, puts, memory_order_relaxed);
+	} while (!atomic_compare_exchange_weak_explicit(&e->cork, &c, c - need + ((uint64_t)puts << 32),
+							memory_order_relaxed, memory_order_relaxed));
+	uint32_t before = (uint32_t)(c >> 32);
 	return before < CT_PUSH_PUTS && before + puts >= CT_PUSH_PUTS ? JOINED_PUSH : JOINED;
 }
 

@@ -2,7 +2,7 @@
  * doorbell), one step of its work (trigger writes, the request queue, due descriptors; waiting
  * kernels run the same step, ct_step.c),
  * the Initiator's first step for each request (check and translate, take a message entry, hand
- * it to the MPG ring) and the in-order retirement of its tickets (quiet). */
+ * it to the MPG ring). Completion and retirement: ct_complete.c. */
 #include "emu/ct_engine/ct_internal.h"
 
 #include <sched.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---------------------------------------------------------------- messages and retirement */
+/* ---------------------------------------------------------------- messages */
 
 static uint32_t msg_alloc(ct_tile_t *t)
 {
@@ -34,133 +34,11 @@ static uint32_t msg_alloc(ct_tile_t *t)
 	return idx;
 }
 
-/* Give a finished message back to its owner. CT-owned messages freed by the link holder go on
- * the owner's return stack (release: the owner sees our last writes); the link pool is private. */
-void ct_msg_release(ct_engine_t *e, uint32_t idx)
-{
-	ct_msg_t *m = &e->msgs[idx];
-
-	if (m->owner == CT_NIL) {
-		e->peers[m->peer].resp_held--;
-		m->next = e->resp_free;
-		e->resp_free = idx;
-		return;
-	}
-	ct_tile_t *t = &e->tiles[m->owner];
-	uint32_t old = atomic_load_explicit(&t->ret_head, memory_order_relaxed);
-	do
-		m->next = old; /* return-stack links are index + 1, 0 ends the list */
-	while (!atomic_compare_exchange_weak_explicit(&t->ret_head, &old, idx + 1, memory_order_release,
-						      memory_order_relaxed));
-}
-
-/* The batch of counter adds this thread has open (ct_adds_begin), or NULL. */
-static __thread ct_adds_t *adds_open;
-
-void ct_adds_begin(ct_adds_t *b)
-{
-	b->n_ids = 0;
-	adds_open = b;
-}
-
-void ct_adds_end(ct_adds_t *b)
-{
-	adds_open = NULL;
-	for (uint32_t i = 0; i < b->n_ids; i++)
-		tm_counter_add(b->tm, b->id[i], b->n[i]);
-	b->n_ids = 0;
-}
-
-/* Add 1 to counter id, now or in the open batch (a full batch is written first). */
-static void counter_add1(ct_engine_t *e, uint32_t id)
-{
-	ct_adds_t *b = adds_open;
-	uint32_t i = 0;
-
-	if (!b) {
-		tm_counter_add(e->attr.tm, id, 1);
-		return;
-	}
-	while (i < b->n_ids && b->id[i] != id)
-		i++;
-	if (i == GICE_ARRAY_SIZE(b->id)) {
-		ct_adds_end(b);
-		ct_adds_begin(b);
-		i = 0;
-	}
-	if (i == b->n_ids) {
-		b->tm = e->attr.tm;
-		b->id[b->n_ids] = id;
-		b->n[b->n_ids++] = 0;
-	}
-	b->n[i]++;
-}
-
-/* Tickets retire in order (quiet waits on the sequence's counter reaching a ticket count):
- * queue tickets on counter ct, fired ones on the tile's fired counter. */
-void ct_retire(ct_engine_t *e, uint32_t ct, uint64_t ticket)
-{
-	ct_tile_t *t = &e->tiles[ct];
-	ct_retire_seq_t *q = (ticket & CT_TICKET_FIRED) ? &t->rf : &t->rq;
-
-	if (ticket == UINT64_MAX)
-		return;
-	ticket &= ~CT_TICKET_FIRED;
-	atomic_store_explicit(&q->done[ticket & q->mask], ticket + 1, memory_order_release);
-	for (;;) {
-		uint64_t cur = atomic_load_explicit(&q->cursor, memory_order_acquire);
-		if (atomic_load_explicit(&q->done[cur & q->mask], memory_order_acquire) != cur + 1)
-			return;
-		if (atomic_compare_exchange_strong_explicit(&q->cursor, &cur, cur + 1, memory_order_acq_rel,
-							    memory_order_acquire))
-			counter_add1(e, q->counter);
-	}
-}
-
-void ct_complete_counter(ct_engine_t *e, uint32_t counter, int status)
-{
-	int ok = GICE_OK;
-
-	/* before the counter write: a quiet released by it reports the failure */
-	if (status != GICE_OK)
-		atomic_compare_exchange_strong_explicit(&e->first_fail, &ok, status, memory_order_relaxed,
-							memory_order_relaxed);
-	tm_progress(e->attr.tm);
-	if (counter == TM_NONE)
-		return;
-	ct_adds_t *b = adds_open;
-
-	if (status == GICE_OK) {
-		counter_add1(e, counter);
-		return;
-	}
-	if (b) { /* the adds before it first, in their order */
-		ct_adds_end(b);
-		ct_adds_begin(b);
-	}
-	tm_counter_fail(e->attr.tm, counter, status);
-}
-
-/* Fail a request before it became a message. */
-void ct_fail_now(ct_engine_t *e, ct_tile_t *t, const ct_req_t *r, uint64_t ticket, int status)
-{
-	ct_stat_add(e, CT_STAT_ops_failed, 1);
-	ct_complete_counter(e, r->counter, status);
-	ct_retire(e, t->idx, ticket);
-}
-
 void ct_engine_set_storage(ct_engine_t *e, ct_storage_fn submit, void *arg)
 {
 	atomic_store_explicit(&e->sto_arg, arg, memory_order_relaxed);
 	/* release: a CT that loads fn sees arg */
 	atomic_store_explicit(&e->sto_fn, submit, memory_order_release);
-}
-
-void ct_engine_op_done(ct_engine_t *e, uint32_t ct, uint64_t ticket, uint32_t counter, int status)
-{
-	ct_stat_add(e, status ? CT_STAT_ops_failed : CT_STAT_ops_done, 1);
-	ct_complete_counter(e, counter, status);
-	ct_retire(e, ct, ticket);
 }
 
 uint32_t ct_engine_max_ops(const ct_engine_t *e)
