@@ -70,7 +70,7 @@ static void flush(ct_adds_t *b)
 	if (b->failed)
 		ct_stat_add(e, CT_STAT_ops_failed, b->failed);
 	if (b->live)
-		atomic_fetch_sub_explicit(&e->msgs_live, b->live, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&e->msgs_adj, b->live, memory_order_release); /* ct_msgs_live */
 	if (b->rel_first != CT_NIL)
 		give_back(e, &e->tiles[b->rel_owner], b->rel_first, b->rel_last);
 	for (uint32_t i = 0; i < b->n_ids; i++)
@@ -178,7 +178,7 @@ void ct_live_drop(ct_engine_t *e)
 	if (b)
 		b->live++;
 	else
-		atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&e->msgs_adj, 1, memory_order_release); /* ct_msgs_live */
 }
 
 void ct_complete_counter(ct_engine_t *e, uint32_t counter, int status)

@@ -18,7 +18,7 @@ int ct_link_busy(ct_engine_t *e)
 	/* a delayed ack, a bundle the fabric refused for now, a kick to nudge (ct_kick) or a peer's
 	 * read of our memory (ct_serve_start) is link work too: CT 0 keeps polling until it has
 	 * gone out */
-	return atomic_load_explicit(&e->msgs_live, memory_order_relaxed) != 0 ||
+	return ct_msgs_live(e) != 0 ||
 	       atomic_load_explicit(&e->acks_delayed, memory_order_relaxed) != 0 ||
 	       atomic_load_explicit(&e->bundle_held, memory_order_relaxed) != 0 ||
 	       atomic_load_explicit(&e->n_kick_due, memory_order_relaxed) != 0 ||
@@ -40,7 +40,7 @@ int ct_link_needs_timer(ct_engine_t *e)
 	       atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed) ||
 	       ((atomic_load_explicit(&e->reliable, memory_order_relaxed) ||
 		 atomic_load_explicit(&e->n_remote, memory_order_relaxed)) &&
-		(atomic_load_explicit(&e->msgs_live, memory_order_relaxed) ||
+		(ct_msgs_live(e) ||
 		 atomic_load_explicit(&e->acks_delayed, memory_order_relaxed)));
 }
 
@@ -244,8 +244,10 @@ static void note_cork(ct_engine_t *e, uint32_t keep)
 		atomic_store_explicit(&e->cork_gid, gid, memory_order_relaxed);
 	/* the puts that joined the last one are counted as it is replaced (only the link holder
 	 * writes bundle_joins) */
-	uint64_t old = atomic_exchange_explicit(&e->cork, gid == CT_NIL ? 0 : e->bundle_max - e->bundle_len,
-						memory_order_relaxed);
+	uint64_t room = gid == CT_NIL ? 0 : e->bundle_max - e->bundle_len;
+	if (atomic_load_explicit(&e->cork, memory_order_relaxed) == room)
+		return; /* a pass of a waiting kernel, mostly: no locked write */
+	uint64_t old = atomic_exchange_explicit(&e->cork, room, memory_order_relaxed);
 	if (old >> 32)
 		ct_stat_link(&e->st[CT_STAT_bundle_joins], old >> 32);
 }
@@ -321,7 +323,7 @@ static int link_pass(ct_engine_t *e, int mode)
 			work += ct_check_rto(e, now);
 			e->next_timer_ns = now + e->rto_min_ns / 4;
 		}
-	} else if (atomic_load_explicit(&e->msgs_live, memory_order_relaxed) && coarse >= e->next_timer_ns) {
+	} else if (ct_msgs_live(e) && coarse >= e->next_timer_ns) {
 		/* without retransmission, pokes for overdue ACKs (not work: nothing moved); the
 		 * coarse clock paces them, a pass pays for no clock read */
 		ct_poke_silent(e, gice_now_ns());

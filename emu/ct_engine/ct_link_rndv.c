@@ -86,7 +86,7 @@ static void read_free(ct_engine_t *e, struct ct_read *r)
 {
 	r->state = CT_RD_FREE;
 	e->reads_free[e->n_reads_free++] = (uint32_t)(r - e->reads);
-	atomic_fetch_sub_explicit(&e->msgs_live, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&e->msgs_adj, 1, memory_order_release);
 }
 
 /* Queue read r (filled in) for a fabric read slot, and post what can be posted. */
@@ -94,7 +94,7 @@ static void read_queue(ct_engine_t *e, struct ct_read *r)
 {
 	r->state = CT_RD_WAITING;
 	e->reads_wait[(e->reads_wait_head + e->reads_waiting++) % CT_READS] = (uint32_t)(r - e->reads);
-	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed); /* keeps CT 0 polling */
+	atomic_fetch_add_explicit(&e->msgs_adj, 1, memory_order_relaxed); /* keeps CT 0 polling */
 	ct_post_reads(e);
 }
 

@@ -571,7 +571,7 @@ ct_msg_t *ct_queue_response(ct_engine_t *e, uint8_t kind, uint32_t gid, uint8_t 
 	m->status = status;
 	m->ticket = UINT64_MAX;
 	m->req.counter = TM_NONE;
-	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->msgs_adj, 1, memory_order_relaxed);
 	ct_fifo_push(e, &e->resp_head[m->qos], &e->resp_tail[m->qos], ri);
 	return m;
 }

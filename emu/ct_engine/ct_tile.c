@@ -159,7 +159,8 @@ int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig,
 	m->t_pickup = now;
 	m->next = CT_NIL;
 	m->state = MS_QUEUED;
-	atomic_fetch_add_explicit(&e->msgs_live, 1, memory_order_relaxed);
+	atomic_store_explicit(&t->made, atomic_load_explicit(&t->made, memory_order_relaxed) + 1,
+			      memory_order_relaxed); /* before the ring's release below */
 
 	/* Hand it to the MPG: the ring of this CT for the connection's QoS class (release: the
 	 * link holder sees the message filled in). */
