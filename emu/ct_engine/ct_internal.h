@@ -306,7 +306,7 @@ struct ct_engine {
 	 * (GET_DONE), and until when that keeps CT 0 polling (ct_link_serving) */
 	_Atomic uint32_t serving;
 	_Atomic uint64_t serve_until;
-	/* packets to one peer waiting to leave together in one fabric message (ct_link_tx.c) */
+	/* packets to one peer waiting to leave together in one fabric message (ct_link_xmit.c) */
 	uint8_t *bundle;
 	uint32_t bundle_len, bundle_gid;
 	uint8_t bundle_cork; /* its first packet found earlier ones to that peer unacknowledged */
@@ -543,7 +543,7 @@ void ct_nudge(struct ct_engine *e, ct_peer_t *p);
  * stepping, which would otherwise leave them to a timer of CT 0's. */
 void ct_link_settle(struct ct_engine *e);
 void ct_complete_msg(struct ct_engine *e, uint32_t idx);
-/* ct_link_tx.c: the MPG and everything sent */
+/* ct_link_tx.c: the MPG and everything sent (ct_link_xmit.c: onto the fabric) */
 int ct_send_pending(struct ct_engine *e);
 /* What sending a message's next packet did (ct_link_tx.c, ct_link_puts.c): a packet out and more
  * to send; its last out; nothing, no credit; nothing, the fabric takes no more now; the message
@@ -557,6 +557,12 @@ static inline int ct_tx_window_full(const struct ct_engine *e, const ct_peer_t *
 }
 /* An ACK owed to p may ride on the next packet to it: no selective part, no NACK waiting. */
 int ct_ack_rides(const ct_peer_t *p);
+/* Send sequenced packet h (psn: p's next) and its plen payload bytes, with the ACK we owe p when
+ * may_piggy and it may ride; once the fabric took it, keep it for retransmission (its payload at
+ * device offset poff, CT_POFF_GRANT: the grant at payload, CT_POFF_PUTS: built again) and count
+ * it. ct_xmit's status. */
+int ct_send_seq(struct ct_engine *e, ct_peer_t *p, ct_hdr_t *h, int may_piggy, const void *payload, uint32_t plen,
+		uint64_t poff);
 /* Small puts (ct_link_puts.c): whether message idx, just taken from class q's list, starts a
  * PUTS (the next in the list is a small put to the same peer too); send it with as many of those
  * after it as fit (CT_SEND_TAKEN, or CT_SEND_FULL with idx the caller's to put back); the payload

@@ -59,7 +59,6 @@ int ct_puts_send(ct_engine_t *e, uint32_t q, uint32_t idx)
 	ct_msg_t *m = &e->msgs[idx];
 	ct_peer_t *p = &e->peers[m->peer];
 	uint32_t take[CT_PUTS_MAX], n = 0, len = 0, room = m->mtu;
-	uint8_t buf[CT_HDR_BYTES];
 	int rc;
 
 	take[n++] = idx;
@@ -75,15 +74,9 @@ int ct_puts_send(ct_engine_t *e, uint32_t q, uint32_t idx)
 		      .flags = CT_HF_FIRST | CT_HF_LAST, .qos = m->qos, .src_gid = e->attr.gid, .dst_gid = m->peer,
 		      .conn_id = m->req.conn, .msg_id = p->next_msg_id, .psn = p->next_psn, .payload_len = len,
 		      .msg_len = len, .value = n};
-	int piggy = ct_ack_rides(p);
-	if (piggy) {
-		h.flags |= CT_HF_ACK;
-		h.ack = p->rx_next_psn;
-	}
-	ct_txrec_t *tr = &p->tx[h.psn & p->tx_mask];
-	ct_proto_build(&h, tr->hdr);
-	memcpy(buf, tr->hdr, sizeof(buf));
-	rc = ct_xmit(e, p, buf, e->puts_buf, len);
+	uint32_t psn = h.psn;
+
+	rc = ct_send_seq(e, p, &h, 1, e->puts_buf, len, CT_POFF_PUTS);
 	if (rc == GICE_ERR_AGAIN) {
 		/* all back where they were, the first by the caller: sent later as they are */
 		for (uint32_t i = n; i-- > 1;) {
@@ -94,10 +87,6 @@ int ct_puts_send(ct_engine_t *e, uint32_t q, uint32_t idx)
 		}
 		ct_stat_add(e, CT_STAT_tx_again, 1);
 		return CT_SEND_FULL;
-	}
-	if (piggy && rc == GICE_OK) {
-		ct_stat_link(&e->st[CT_STAT_acks_piggybacked], 1);
-		ct_ack_sent(e, p);
 	}
 	if (rc)
 		gice_error("ct", "send of %s (%u puts) to device %u failed: %s", ct_pkt_name(h.op), n, m->peer,
@@ -116,23 +105,12 @@ int ct_puts_send(ct_engine_t *e, uint32_t q, uint32_t idx)
 		mm->need = NEED_ACK;
 		mm->state = MS_WAITING;
 		mm->sent = mm->req.len;
-		mm->first_psn = mm->last_psn = h.psn;
+		mm->first_psn = mm->last_psn = psn;
 		mm->t_first_tx = GICE_MAX(p->t_tx, mm->t_pickup); /* a held clock: never before pickup */
 		ct_fifo_push(e, &p->wait_head, &p->wait_tail, take[i]);
 	}
-	if (rc)
-		return CT_SEND_TAKEN;
-	tr->poff = CT_POFF_PUTS;
-	tr->plen = len;
-	tr->tries = 1;
-	tr->sacked = 0;
-	tr->t_tx = p->t_tx;
-	if (p->next_psn == p->acked_psn)
-		p->t_progress = p->t_tx; /* the ack clock starts with the first packet outstanding */
-	p->next_psn++;
-	ct_stat_add_peer(e, p, CT_STAT_tx_pkts, 1);
-	ct_stat_add_peer(e, p, CT_STAT_tx_bytes, len);
-	ct_stat_link(&e->st[CT_STAT_tx_small_puts], n);
+	if (!rc)
+		ct_stat_link(&e->st[CT_STAT_tx_small_puts], n);
 	return CT_SEND_TAKEN;
 }
 

@@ -2,14 +2,12 @@
  * (fences wait for their peer), schedules them by QoS weighted round robin, one MTU packet at a
  * time round robin over a class's messages within the peer's credits and congestion window, and
  * keeps each packet for retransmission; control packets (ACK, heartbeat, BYE) and sequenced
- * responses (get data, atomic results, PUT_DONE, NACK) go out here too. Runs under the link
+ * responses (get data, atomic results, PUT_DONE, NACK) go out here too. Packets reach the fabric
+ * through ct_link_xmit.c; small puts share packets through ct_link_puts.c. Runs under the link
  * lock. */
 #include "emu/ct_engine/ct_internal.h"
 
-#include <endian.h>
 #include <string.h>
-
-#include "emu/common/tsan.h"
 
 /* p owes no ACK any more (one went out, or the peer is gone). */
 void ct_ack_owed_clear(ct_engine_t *e, ct_peer_t *p)
@@ -34,127 +32,6 @@ void ct_ack_sent(ct_engine_t *e, ct_peer_t *p)
 		p->ack_due = 0;
 		e->acks_pending--;
 	}
-}
-
-/* Small packets to one peer leave bundled: back to back in one fabric message (protocol.md), so
- * a burst of small puts costs one send of the provider (one syscall on tcp), not one each. A
- * bundle the fabric cannot take now stays, and goes at the next flush: meanwhile it is link work
- * (CT 0 comes round soon), and the peer is rung, as it must make progress for us to send (shm's
- * first send to a peer waits for the peer to map us) and again once the bundle has left.
- * A same-host peer is told of the packets just before the provider takes them, not after (as a
- * NIC's doorbell write overtakes its DMA): one that polls sees them coming while the provider
- * still copies them, and one asleep wakes meanwhile (an 8 B ping-pong over shm: ~0.1 us less
- * each way). Until they arrive it polls (the delay fault layer does the same). A send that fails
- * takes its count back (tm_doorbell_unsent): the peer's count stays exact. */
-int ct_bundle_flush(ct_engine_t *e)
-{
-	ct_peer_t *p = &e->peers[e->bundle_gid];
-	uint32_t told = 0;
-	int rc;
-
-	if (!e->bundle_len)
-		return GICE_OK;
-	if (p->dead) {
-		/* failed or closed since its packets joined: nothing may reach it (a send to a closed
-		 * peer can crash libfabric's shm) and what they carried has been failed */
-		e->bundle_len = 0;
-		atomic_store_explicit(&e->bundle_held, 0, memory_order_relaxed);
-		return GICE_OK;
-	}
-	if (p->tm && p->kick_pkts) {
-		told = p->kick_pkts;
-		p->kick_pkts = 0;
-		ct_kick(e, p, told);
-	}
-	rc = fab_send(e->attr.ep, p->addr, e->bundle, e->bundle_len, NULL, 0);
-	if (told && rc != GICE_OK) { /* counted again at its next flush, or by kick_one */
-		tm_doorbell_unsent(p->tm, 0, told);
-		p->kick_pkts = told;
-	} else if (told) {
-		/* Who was awake there at the count may have left since, its last look too early to
-		 * find them (tm_doorbell_awake): look again now that they are out (seq_cst: the
-		 * provider's stores before our load, as the kick's own count) and ring if no one is. */
-		atomic_thread_fence(memory_order_seq_cst);
-		ct_nudge(e, p);
-	}
-	if (rc == GICE_ERR_AGAIN || atomic_load_explicit(&e->bundle_held, memory_order_relaxed)) {
-		atomic_store_explicit(&e->bundle_held, rc == GICE_ERR_AGAIN, memory_order_relaxed);
-		if (p->tm)
-			ct_kick(e, p, 0);
-	}
-	if (rc == GICE_OK) {
-		e->bundle_len = 0;
-		ct_stat_link(&e->st[CT_STAT_fab_sends], 1);
-	} else if (rc != GICE_ERR_AGAIN) {
-		gice_error("ct", "send of %u bytes of packets to device %u failed: %s", e->bundle_len, e->bundle_gid,
-			   gice_status_name(rc));
-		e->bundle_len = 0; /* lost, as a packet the fabric refused: reliability resends them */
-	}
-	return rc;
-}
-
-/* Hand one encoded packet to the fabric, with the job's MAC (GICE_CT_AUTH) and its CRC32C when
- * checksums are on. hdr is modified (mac, flag and csum) in place. */
-int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uint32_t plen)
-{
-	int rc;
-
-	GICE_TSAN_OUT(); /* leaving the process (tsan.h) */
-	int csum = atomic_load_explicit(&e->csum, memory_order_relaxed) ||
-		   atomic_load_explicit(&e->csum_tx, memory_order_relaxed); /* run-time faults: send only */
-
-	/* the flag, then the MAC (it covers the flags), then the checksum (it covers the MAC) */
-	if (csum)
-		hdr[CT_HDR_FLAGS_OFF] |= CT_HF_CSUM;
-	if (e->auth)
-		ct_proto_sign(hdr, e->attr.job_key);
-	if (csum) {
-		memset(hdr + CT_HDR_CSUM_OFF, 0, 4);
-		uint32_t c = htole32(ct_proto_csum(hdr, payload, plen));
-		memcpy(hdr + CT_HDR_CSUM_OFF, &c, 4);
-	}
-	uint32_t gid = (uint32_t)(p - e->peers), len = CT_HDR_BYTES + plen;
-	int alone = len > e->mtu_max / 2; /* a large packet goes alone: no copy */
-	if (e->bundle_len && (e->bundle_gid != gid || e->bundle_len + len > e->bundle_max || alone) &&
-	    (rc = ct_bundle_flush(e))) {
-		/* the fabric refuses the bundle for now: a packet to another peer goes alone, past it
-		 * (nothing orders packets to different peers); else a peer that stopped taking packets
-		 * (dead, its queue full) would hold up the heartbeats and ACKs to every other one,
-		 * which would then find this device silent and blame it */
-		if (rc != GICE_ERR_AGAIN || e->bundle_gid == gid)
-			return rc;
-		alone = 1;
-	}
-	if (alone) {
-		rc = fab_send(e->attr.ep, p->addr, hdr, CT_HDR_BYTES, payload, plen);
-		if (rc == GICE_OK)
-			ct_stat_link(&e->st[CT_STAT_fab_sends], 1);
-	} else {
-		if (!e->bundle_len)
-			e->bundle_cork = p->next_psn != p->acked_psn;
-		memcpy(e->bundle + e->bundle_len, hdr, CT_HDR_BYTES);
-		if (plen)
-			memcpy(e->bundle + e->bundle_len + CT_HDR_BYTES, payload, plen);
-		e->bundle_len += len;
-		e->bundle_gid = gid;
-		rc = GICE_OK;
-	}
-	if (rc == GICE_OK) {
-		p->t_tx = gice_now_ns();
-		/* its CT 0 may sleep: ring it at the end of this pass, once the packet is out
-		 * (ct_link.c), and count it then */
-		if (p->tm) {
-			p->kick_pkts++;
-			if (!p->kick) {
-				p->kick = 1;
-				if (e->n_kick < GICE_ARRAY_SIZE(e->kick))
-					e->kick[e->n_kick++] = gid;
-				else
-					e->kick_overflow = 1;
-			}
-		}
-	}
-	return rc;
 }
 
 int ct_send_ctrl(ct_engine_t *e, uint32_t gid, uint8_t op, uint32_t psn, uint64_t value, uint64_t aux)
@@ -235,6 +112,43 @@ static void flush_ctrl(ct_engine_t *e)
 			ct_send_ack(e, g);
 }
 
+int ct_send_seq(ct_engine_t *e, ct_peer_t *p, ct_hdr_t *h, int may_piggy, const void *payload, uint32_t plen,
+		uint64_t poff)
+{
+	uint8_t buf[CT_HDR_BYTES];
+	/* An ACK we owe this peer rides along when it needs no selective part and no NACK waits
+	 * for a psn: a reply carries the ack of the request. */
+	int piggy = may_piggy && ct_ack_rides(p), rc;
+
+	if (piggy) {
+		h->flags |= CT_HF_ACK;
+		h->ack = p->rx_next_psn;
+	}
+	/* keep the packet until it is acked: a retransmission rebuilds it from here */
+	ct_txrec_t *tr = &p->tx[h->psn & p->tx_mask];
+	ct_proto_build(h, tr->hdr);
+	memcpy(buf, tr->hdr, sizeof(buf));
+	if ((rc = ct_xmit(e, p, buf, payload, plen)))
+		return rc;
+	if (piggy) {
+		ct_stat_link(&e->st[CT_STAT_acks_piggybacked], 1);
+		ct_ack_sent(e, p);
+	}
+	tr->poff = poff;
+	if (poff == CT_POFF_GRANT) /* kept with the header: a retransmission sends it again */
+		memcpy(tr->grant, payload, CT_GRANT_BYTES);
+	tr->plen = plen;
+	tr->tries = 1;
+	tr->sacked = 0;
+	tr->t_tx = p->t_tx;
+	if (p->next_psn == p->acked_psn)
+		p->t_progress = p->t_tx; /* the ack clock starts with the first packet outstanding */
+	p->next_psn++;
+	ct_stat_add_peer(e, p, CT_STAT_tx_pkts, 1);
+	ct_stat_add_peer(e, p, CT_STAT_tx_bytes, poff == CT_POFF_GRANT ? 0 : plen);
+	return GICE_OK;
+}
+
 /* Send the next packet of message idx. */
 static int send_pkt(ct_engine_t *e, uint32_t idx)
 {
@@ -242,7 +156,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	ct_peer_t *p = &e->peers[m->peer];
 	ct_hdr_t h = {.magic = CT_PROTO_MAGIC, .version = CT_PROTO_VERSION, .qos = m->qos, .src_gid = e->attr.gid,
 		      .dst_gid = m->peer, .conn_id = m->req.conn, .rkey = m->req.rkey, .roff = m->req.roff};
-	uint8_t buf[CT_HDR_BYTES], gbuf[CT_GRANT_BYTES];
+	uint8_t gbuf[CT_GRANT_BYTES];
 	fab_mr_info_t grant = {0, 0};
 	const void *payload = NULL;
 	uint32_t plen = 0;
@@ -383,22 +297,9 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 	if (last)
 		h.flags |= CT_HF_LAST;
 	h.psn = p->next_psn;
-	/* An ACK we owe this peer rides along when it needs no selective part and no NACK waits
-	 * for a psn (an ACK must not overtake a NACK): a reply carries the ack of the request. */
-	int piggy = m->kind != MK_NACK && ct_ack_rides(p);
-	if (piggy) {
-		h.flags |= CT_HF_ACK;
-		h.ack = p->rx_next_psn;
-	}
-	/* keep the packet until it is acked: a retransmission rebuilds it from here */
-	ct_txrec_t *tr = &p->tx[h.psn & p->tx_mask];
-	ct_proto_build(&h, tr->hdr);
-	memcpy(buf, tr->hdr, sizeof(buf));
-	rc = ct_xmit(e, p, buf, payload, plen);
-	if (piggy && rc == GICE_OK) {
-		ct_stat_link(&e->st[CT_STAT_acks_piggybacked], 1);
-		ct_ack_sent(e, p);
-	}
+	/* an ACK must not overtake a NACK: none rides on one */
+	rc = ct_send_seq(e, p, &h, m->kind != MK_NACK, payload, plen,
+			 payload == gbuf ? CT_POFF_GRANT : payload ? (uint64_t)((const uint8_t *)payload - e->base) : 0);
 	if (rc == GICE_ERR_AGAIN) {
 		ct_stat_add(e, CT_STAT_tx_again, 1);
 		return CT_SEND_FULL;
@@ -412,28 +313,14 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		ct_nack_done(e, m);
 		return CT_SEND_DONE;
 	}
-	if (payload == gbuf) { /* a grant: kept with the header (a retransmission sends it again) */
-		memcpy(tr->grant, gbuf, sizeof(gbuf));
-		tr->poff = CT_POFF_GRANT;
-		plen = 0; /* carries no message bytes */
-	} else {
-		tr->poff = payload ? (uint64_t)((const uint8_t *)payload - e->base) : 0;
-	}
-	tr->plen = payload ? h.payload_len : 0;
-	tr->tries = 1;
-	tr->sacked = 0;
-	tr->t_tx = p->t_tx;
-	if (p->next_psn == p->acked_psn)
-		p->t_progress = p->t_tx; /* the ack clock starts with the first packet outstanding */
+	if (payload == gbuf)
+		plen = 0; /* a grant carries no message bytes */
 	if (m->sent == 0 && !m->t_first_tx) {
 		m->t_first_tx = GICE_MAX(p->t_tx, m->t_pickup); /* a held clock: never before pickup */
 		m->first_psn = h.psn;
 	}
 	ct_nack_done(e, m);
-	p->next_psn++;
 	m->sent += plen;
-	ct_stat_add_peer(e, p, CT_STAT_tx_pkts, 1);
-	ct_stat_add_peer(e, p, CT_STAT_tx_bytes, plen);
 	if (!last)
 		return CT_SEND_OK;
 	m->last_psn = h.psn;
