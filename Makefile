@@ -10,6 +10,10 @@
 #   make install    PREFIX=/usr/local
 
 BUILD   ?= build
+# one spelling of the build directory: an absolute one inside the tree (tests/test_link.sh's make
+# install) would write absolute targets into the .d files, which the relative one never matches,
+# and header changes would stop rebuilding those objects
+override BUILD := $(patsubst $(CURDIR)/%,%,$(BUILD))
 PREFIX  ?= /usr/local
 SAN     ?=
 WERROR  ?= $(if $(CI),-Werror,)

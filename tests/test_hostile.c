@@ -147,6 +147,51 @@ static void h_get(uint64_t len, uint64_t mtu)
 	h_send(hd, NULL, NULL, 0);
 }
 
+/* A PUTS from "device 1" of n entries, each of 8 bytes of fill at (keys[i], roffs[i]); count is the
+ * number of puts the header claims. */
+static void h_puts(uint64_t count, uint32_t n, const uint64_t *keys, const uint64_t *roffs, uint8_t fill)
+{
+	uint8_t pl[4 * (CT_PUT_ENTRY_BYTES + 8)], bytes[8];
+	uint32_t len = 0;
+
+	memset(bytes, fill, sizeof(bytes));
+	for (uint32_t i = 0; i < n; i++) {
+		ct_put_entry_t pe = {.rkey = keys[i], .roff = roffs[i], .len = sizeof(bytes)};
+		len += (uint32_t)ct_proto_entry_build(&pe, bytes, pl + len);
+	}
+	ct_hdr_t hd = {.op = CT_PKT_PUTS, .flags = CT_HF_FIRST | CT_HF_LAST, .src_gid = gice_device_id(d2),
+		       .msg_id = msg_id, .psn = psn++, .msg_len = len, .value = count};
+	msg_id += (uint32_t)count;
+	h_send(hd, NULL, pl, len);
+}
+
+/* Small puts sharing a packet (PUTS) land or fail one by one: of three, the one with a bad key is
+ * refused (one NACK) and writes nothing, the two others land. One whose entries do not fill it
+ * as its header says is dropped whole (rx_bad), nothing written. */
+START_TEST(small_puts_in_one_packet_land_or_fail_one_by_one)
+{
+	gice_stats_t st0 = stats();
+	const uint64_t keys[3] = {rkey, bad_key, rkey}, roffs[3] = {256, 512, 768};
+	uint8_t eight[8], before[48];
+
+	h_puts(3, 3, keys, roffs, 0xa1);
+	WAIT_STAT(nacks_sent, st0.nacks_sent + 1);
+	memset(eight, 0xa1, sizeof(eight));
+	ck_assert_int_eq(memcmp(region + 256, eight, 8), 0);
+	ck_assert_int_eq(memcmp(region + 768, eight, 8), 0);
+	memset(eight, 0x5a, sizeof(eight)); /* the fill before the attack */
+	ck_assert_int_eq(memcmp(region + 512, eight, 8), 0);
+	ck_assert_uint_eq(stats().nacks_sent, st0.nacks_sent + 1);
+
+	const uint64_t good[3] = {rkey, rkey, rkey}, more[3] = {1024, 1040, 1056};
+	h_puts(4, 3, good, more, 0xb2); /* claims 4 puts, holds 3 */
+	WAIT_STAT(rx_bad, st0.rx_bad + 1);
+	memset(before, 0x5a, sizeof(before));
+	ck_assert_int_eq(memcmp(region + 1024, before, sizeof(before)), 0);
+	own_traffic_completes();
+}
+END_TEST
+
 START_TEST(get_requests_with_bad_lengths_are_refused)
 {
 	gice_stats_t st0 = stats();
@@ -230,7 +275,7 @@ static Suite *suite(void)
 		    {"net", "outsider_net", "member_net", setup_net, setup_member_net}};
 
 	for (size_t i = 0; i < sizeof(prov) / sizeof(prov[0]); i++) {
-		int ncases = 2 + 3 + !!strcmp(prov[i].name, "shm"); /* outsider, member */
+		int ncases = 2 + 4 + !!strcmp(prov[i].name, "shm"); /* outsider, member */
 		if (test_probe(provider_here, (void *)prov[i].name)) {
 			test_skip_cases(ncases, "provider %s: no endpoint opens here", prov[i].name);
 			continue;
@@ -247,6 +292,7 @@ static Suite *suite(void)
 		tcase_add_checked_fixture(tc, prov[i].setup_member, teardown_member);
 		tcase_set_timeout(tc, 120);
 		tcase_add_test(tc, get_requests_with_bad_lengths_are_refused);
+		tcase_add_test(tc, small_puts_in_one_packet_land_or_fail_one_by_one);
 		tcase_add_test(tc, a_peer_withholding_acks_starves_only_itself);
 		tcase_add_test(tc, fault_requests_without_authentication_are_refused);
 		suite_add_tcase(s, tc);

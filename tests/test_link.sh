@@ -44,10 +44,7 @@ cp "$tmp/example.c" "$tmp/tree/example.c"
 run "README line" "$tmp/tree/example"
 
 # 2. installed, through pkg-config
-# BUILD as make was given it (relative to the root): an absolute one would rebuild stale objects
-# with absolute targets in their .d files, which a plain `make` then never matches (its header
-# changes stop rebuilding them)
-make -s -C "$root" --no-print-directory install BUILD="${BUILD:-build}" PREFIX="$tmp/inst" >"$tmp/install.log" 2>&1 ||
+make -s -C "$root" --no-print-directory install BUILD="$build" PREFIX="$tmp/inst" >"$tmp/install.log" 2>&1 ||
 	fail "make install: $(tail -5 "$tmp/install.log")"
 export PKG_CONFIG_PATH=$tmp/inst/lib/pkgconfig
 static=$(pkg-config --static --libs gice) || fail "pkg-config --static --libs gice failed"

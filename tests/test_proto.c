@@ -317,6 +317,16 @@ static size_t puts_pkt(uint8_t *pkt, uint64_t count, const ct_put_entry_t *pe, s
 	return CT_HDR_BYTES + len;
 }
 
+/* The len bytes at pkt are refused, with why as the reason. */
+static void refused(const uint8_t *pkt, size_t len, const char *why)
+{
+	ct_hdr_t o;
+	const char *got = NULL;
+
+	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &got), GICE_ERR_BAD_PACKET);
+	ck_assert_str_eq(got, why);
+}
+
 START_TEST(small_puts_share_a_packet_entry_by_entry)
 {
 	static const uint8_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[3] = {9, 10, 11};
@@ -357,38 +367,26 @@ START_TEST(small_puts_share_a_packet_entry_by_entry)
 	ck_assert_ptr_eq(q, pkt + len);
 
 	/* each way of not fitting */
-	len = puts_pkt(pkt, 4, pe, 3);
-	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
-	ck_assert_str_eq(why, "small-put entry past the payload end");
-	len = puts_pkt(pkt, 2, pe, 3);
-	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
-	ck_assert_str_eq(why, "bytes after the last small-put entry");
-	len = puts_pkt(pkt, 0, pe, 0);
-	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
-	ck_assert_str_eq(why, "small puts of no entry or more than 64");
-	len = puts_pkt(pkt, CT_PUTS_MAX + 1, pe, 1);
-	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
-	ck_assert_str_eq(why, "small puts of no entry or more than 64");
-	len = puts_pkt(pkt, 1, pe, 1);
-	pkt[CT_HDR_BYTES + 28] = 9; /* the entry claims 9 bytes; 8 follow */
-	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
-	ck_assert_str_eq(why, "small-put entry past the payload end");
-	len = puts_pkt(pkt, 1, pe, 1);
-	pkt[CT_HDR_BYTES + 30] = CT_HF_CSWAP;
-	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
-	ck_assert_str_eq(why, "small-put entry with an unknown flag");
-	len = puts_pkt(pkt, 1, pe, 1);
-	pkt[CT_HDR_BYTES + 31] = 1;
-	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
-	ck_assert_str_eq(why, "small-put entry with an unknown flag");
-	len = puts_pkt(pkt, 1, pe, 1);
-	pkt[CT_HDR_BYTES + 30] = CT_HF_STRONG;
-	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
-	ck_assert_str_eq(why, "strong flag without signal");
-	len = puts_pkt(pkt, 1, pe, 1);
-	pkt[48] = 1; /* msg_len is not the payload's length */
-	ck_assert_int_eq(ct_proto_parse(pkt, len, &o, &why), GICE_ERR_BAD_PACKET);
-	ck_assert_str_eq(why, "small puts whose msg_len is not their payload length");
+	refused(pkt, puts_pkt(pkt, 4, pe, 3), "small-put entry past the payload end");
+	refused(pkt, puts_pkt(pkt, 2, pe, 3), "bytes after the last small-put entry");
+	refused(pkt, puts_pkt(pkt, 0, pe, 0), "small puts of no entry or more than 64");
+	refused(pkt, puts_pkt(pkt, CT_PUTS_MAX + 1, pe, 1), "small puts of no entry or more than 64");
+	static const struct {
+		size_t off; /* of the byte changed in a packet of one 8-byte put */
+		uint8_t to;
+		const char *why;
+	} bad[] = {
+		{CT_HDR_BYTES + 28, 9, "small-put entry past the payload end"}, /* claims 9 bytes; 8 follow */
+		{CT_HDR_BYTES + 30, CT_HF_CSWAP, "small-put entry with an unknown flag"},
+		{CT_HDR_BYTES + 31, 1, "small-put entry with an unknown flag"},
+		{CT_HDR_BYTES + 30, CT_HF_STRONG, "strong flag without signal"},
+		{48, 1, "small puts whose msg_len is not their payload length"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		len = puts_pkt(pkt, 1, pe, 1);
+		pkt[bad[i].off] = bad[i].to;
+		refused(pkt, len, bad[i].why);
+	}
 }
 END_TEST
 

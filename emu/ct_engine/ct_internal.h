@@ -555,6 +555,13 @@ static inline int ct_tx_window_full(const struct ct_engine *e, const ct_peer_t *
 	return p->next_psn - p->acked_psn >= e->credits ||
 	       (atomic_load_explicit(&e->reliable, memory_order_relaxed) && p->next_psn - p->acked_psn >= p->cwnd);
 }
+/* The wire's signal flags (SIGNAL, SIG_ADD, STRONG) of request r: 0 when it signals nothing. */
+static inline uint8_t ct_sig_flags(const ct_req_t *r)
+{
+	if (!(r->flags & CT_RF_SIGNAL))
+		return 0;
+	return CT_HF_SIGNAL | ((r->flags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) | ((r->flags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
+}
 /* An ACK owed to p may ride on the next packet to it: no selective part, no NACK waiting. */
 int ct_ack_rides(const ct_peer_t *p);
 /* Send sequenced packet h (psn: p's next) and its plen payload bytes, with the ACK we owe p when

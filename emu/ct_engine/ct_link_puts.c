@@ -23,8 +23,7 @@ static size_t entry_of(const ct_engine_t *e, const ct_msg_t *m, uint8_t *buf)
 	ct_put_entry_t pe = {.rkey = m->req.rkey, .roff = m->req.roff, .len = (uint16_t)m->req.len};
 
 	if (m->req.flags & CT_RF_SIGNAL) {
-		pe.flags = CT_HF_SIGNAL | ((m->req.flags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
-			   ((m->req.flags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
+		pe.flags = ct_sig_flags(&m->req);
 		pe.sig_id = m->req.sig_id;
 		pe.value = m->req.value;
 	}
@@ -48,7 +47,8 @@ int ct_puts_start(const ct_engine_t *e, uint32_t q, uint32_t idx)
 	const ct_msg_t *m = &e->msgs[idx];
 	const ct_peer_t *p = &e->peers[m->peer];
 
-	if (!e->small_max || p->dead || ct_tx_window_full(e, p) || p->next_msg_id + 1 - p->done_upto >= CT_PEER_WIN ||
+	/* nothing behind it (a lone put: the ping-pong's path) is the first thing to look at */
+	if (e->act_head[q] == CT_NIL || !e->small_max || p->dead || ct_tx_window_full(e, p) || p->next_msg_id + 1 - p->done_upto >= CT_PEER_WIN ||
 	    !small_put(e, p, m) || CT_PUT_ENTRY_BYTES + m->req.len > m->mtu)
 		return 0;
 	return head_fits(e, p, m->peer, q, CT_PUT_ENTRY_BYTES + (uint32_t)m->req.len, m->mtu);

@@ -216,8 +216,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 			h.payload_len = plen;
 		}
 		if (m->req.flags & CT_RF_SIGNAL) {
-			h.flags |= CT_HF_SIGNAL | ((m->req.flags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
-				   ((m->req.flags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
+			h.flags |= ct_sig_flags(&m->req);
 			h.sig_id = m->req.sig_id;
 			h.value = m->req.value;
 		}
@@ -254,8 +253,7 @@ static int send_pkt(ct_engine_t *e, uint32_t idx)
 		h.moff = (uint32_t)m->sent;
 		h.payload_len = plen;
 		if (m->kind == MK_PUT && (m->req.flags & CT_RF_SIGNAL)) {
-			h.flags |= CT_HF_SIGNAL | ((m->req.flags & CT_RF_SIG_ADD) ? CT_HF_SIG_ADD : 0) |
-				   ((m->req.flags & CT_RF_STRONG) ? CT_HF_STRONG : 0);
+			h.flags |= ct_sig_flags(&m->req);
 			h.sig_id = m->req.sig_id;
 			h.value = m->req.value;
 		}
