@@ -32,6 +32,7 @@
 #define CT_SIG_RECENT 8u      /* signal counters remembered per peer */
 #define CT_READS 1024u        /* rendezvous reads a device runs or queues (FAB_READS_MAX posted) */
 
+enum { CT_BUSY_BUNDLE = 1, CT_BUSY_FLIGHT = 2 }; /* ct_engine_t.ep_busy */
 enum ct_read_kind { CT_RD_PUT, CT_RD_GET }; /* a put's data at its target, a get's at its requester */
 enum ct_read_state { CT_RD_FREE, CT_RD_WAITING, CT_RD_POSTED };
 enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP, MK_PUT_DONE, MK_NACK };
@@ -276,8 +277,9 @@ struct ct_engine {
 	/* its room (low 32 bits) and the puts joined since it was published (high 32 bits:
 	 * CT_PUSH_PUTS, bundle_joins), one word so that a put joins with one CAS */
 	_Atomic uint64_t cork;
-	_Atomic uint8_t ep_busy; /* at the end of the last pass, a corked bundle or the endpoint's
-				  * own sends or reads in flight (fab_in_flight): the link holder writes */
+	_Atomic uint8_t ep_busy; /* at the end of the last pass, CT_BUSY_BUNDLE: a corked bundle;
+				  * CT_BUSY_FLIGHT: the endpoint's own sends or reads in flight
+				  * (fab_in_flight). The link holder writes */
 
 	/* link: everything below is touched only by the holder of link_lock */
 	_Atomic int link_lock;
@@ -527,8 +529,9 @@ int ct_link_push(struct ct_engine *e);
 void ct_link_sleep(struct ct_engine *e, uint32_t seq, uint64_t timeout_ns);
 int ct_link_busy(struct ct_engine *e);
 /* Whether a busy link needs CT 0 on a short timer when no kernel steps it: work that no
- * arrival announces (ct_link.c). Read without the link lock. */
-int ct_link_needs_timer(struct ct_engine *e);
+ * arrival announces (ct_link.c); issuing: what is left of it while a kernel issues requests.
+ * Read without the link lock. */
+int ct_link_needs_timer(struct ct_engine *e, int issuing);
 /* Whether a poll of the fabric can find nothing same-host peers announced: every packet they
  * counted in their kicks taken in, every poke seen, and no peer elsewhere (no one counts
  * theirs). Read without the link lock. */

@@ -25,15 +25,19 @@ int ct_link_busy(ct_engine_t *e)
 	       atomic_load_explicit(&e->serving, memory_order_relaxed) != 0;
 }
 
-int ct_link_needs_timer(ct_engine_t *e)
+int ct_link_needs_timer(ct_engine_t *e, int issuing)
 {
 	/* None for messages in flight to same-host peers, nor the acks we owe them: their answers
 	 * ring CT 0 when no one polls (tm_doorbell_kick), and so do their pokes for an overdue ack
 	 * (ct_poke_silent). Everything else does: sends and reads of the endpoint's own that the
 	 * provider completes only while we poll, a bundle it refused, a kick to nudge at the end of
 	 * a peer's lease (ct_kick), a peer's read of our memory, a held endpoint, and the timers of
-	 * the reliable mode or the traffic of peers elsewhere (no one counts or pokes there). */
-	return atomic_load_explicit(&e->ep_busy, memory_order_relaxed) ||
+	 * the reliable mode or the traffic of peers elsewhere (no one counts or pokes there).
+	 * issuing: a kernel of the device issues requests (its lease): the passes of its requests
+	 * send the bundle it corks, and the ACKs whose arrival would send it ring CT 0 once its
+	 * lease ends without it (tm_doorbell_kick) */
+	uint8_t busy = atomic_load_explicit(&e->ep_busy, memory_order_relaxed);
+	return (issuing ? busy & CT_BUSY_FLIGHT : busy) ||
 	       atomic_load_explicit(&e->bundle_held, memory_order_relaxed) ||
 	       atomic_load_explicit(&e->n_kick_due, memory_order_relaxed) ||
 	       atomic_load_explicit(&e->serving, memory_order_relaxed) ||
@@ -223,7 +227,7 @@ static void kick_peers(ct_engine_t *e)
  * polled). */
 static void note_busy(ct_engine_t *e, int corked)
 {
-	uint8_t busy = corked || e->bundle_len || fab_in_flight(e->attr.ep);
+	uint8_t busy = (corked || e->bundle_len ? CT_BUSY_BUNDLE : 0) | (fab_in_flight(e->attr.ep) ? CT_BUSY_FLIGHT : 0);
 
 	if (busy != atomic_load_explicit(&e->ep_busy, memory_order_relaxed))
 		atomic_store_explicit(&e->ep_busy, busy, memory_order_relaxed);

@@ -163,7 +163,7 @@ void ct_engine_stepping(ct_engine_t *e, int on)
 		ct_link_settle(e);
 	/* The last to leave hands the link back to CT 0, which may have parked beside us
 	 * (ct_tile.c): ring it if what we leave needs its timer (seq_cst: after our decrement) */
-	if (!left && atomic_load_explicit(&e->ct0_parked, memory_order_seq_cst) && ct_link_needs_timer(e))
+	if (!left && atomic_load_explicit(&e->ct0_parked, memory_order_seq_cst) && ct_link_needs_timer(e, 0))
 		tm_doorbell_ring(e->attr.tm, 0);
 }
 

@@ -141,24 +141,15 @@ int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig,
 	if (idx == CT_NIL)
 		return GICE_ERR_AGAIN;
 	ct_msg_t *m = &e->msgs[idx];
-	memset(m, 0, sizeof(*m));
-	m->req = *r; /* the request itself: the link reads its fields there */
+	/* one assignment, the rest zero (no memset, then each field again) */
+	*m = (ct_msg_t){.req = *r, /* the request itself: the link reads its fields there */
+			.kind = (uint8_t)kind, .qos = c->qos, .state = MS_QUEUED, .owner = t->idx,
+			.peer = c->peer, .mtu = c->mtu, .next = CT_NIL, .trig = trig, .thresh = thresh,
+			.ticket = ticket, .aux = r->op /* AMO: which atomic */, .t_pickup = now};
 	if (kind == MK_AMO || kind == MK_FENCE)
 		m->req.len = 0; /* no data moves */
 	if (!m->req.t_issue)
 		m->req.t_issue = now;
-	m->kind = kind;
-	m->qos = c->qos;
-	m->owner = t->idx;
-	m->peer = c->peer;
-	m->mtu = c->mtu;
-	m->ticket = ticket;
-	m->aux = r->op; /* AMO: which atomic */
-	m->trig = trig;
-	m->thresh = thresh;
-	m->t_pickup = now;
-	m->next = CT_NIL;
-	m->state = MS_QUEUED;
 	atomic_store_explicit(&t->made, atomic_load_explicit(&t->made, memory_order_relaxed) + 1,
 			      memory_order_relaxed); /* before the ring's release below */
 
@@ -179,8 +170,12 @@ int ct_exec_req(ct_tile_t *t, const ct_req_t *r, uint64_t ticket, uint32_t trig,
 	t->pub_bytes += CT_HDR_BYTES + (uint32_t)GICE_MIN(m->req.len, (uint64_t)m->mtu);
 	t->pub_puts++;
 	/* this step drives the link next (ct_tile_step); if another thread holds it, that holder
-	 * comes round again (seq_cst: pairs with its release-then-look, ct_link_progress) */
-	atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
+	 * comes round again (seq_cst: pairs with its release-then-look, ct_link_progress). Not
+	 * when it is set already (a burst's puts that join the cork: no pass clears it), which
+	 * spares a locked write per put: the stepping thread's own pass, or its join of a free
+	 * link's cork, takes the message anyway (ct_step.c) */
+	if (atomic_load_explicit(&e->link_pending, memory_order_relaxed) != 1)
+		atomic_store_explicit(&e->link_pending, 1, memory_order_seq_cst);
 	return 0;
 }
 
@@ -265,7 +260,7 @@ static int ct0_may_sleep_long(ct_engine_t *e)
 {
 	if (!ct_link_busy(e) && !atomic_load_explicit(&e->attr.ep->held, memory_order_relaxed))
 		return 1;
-	return atomic_load_explicit(&e->steppers, memory_order_seq_cst) && !ct_link_needs_timer(e);
+	return atomic_load_explicit(&e->steppers, memory_order_seq_cst) && !ct_link_needs_timer(e, 0);
 }
 
 /* A kernel of the device steps its CTs (it waits: its passes poll and run the timers), or issues
@@ -274,7 +269,31 @@ static int ct0_may_sleep_long(ct_engine_t *e)
 static int kernel_nearby(ct_engine_t *e)
 {
 	return atomic_load_explicit(&e->steppers, memory_order_relaxed) ||
-	       (tm_doorbell_lease_end(e->attr.tm, 0) > gice_now_ns() && !ct_link_needs_timer(e));
+	       (tm_doorbell_lease_end(e->attr.tm, 0) > gice_now_ns() && !ct_link_needs_timer(e, 1));
+}
+
+/* Whether a kernel of the device is at its link now: one waits and steps the CTs (steppers),
+ * or issued a request within the lease (GICE_CT_LEASE_US; it looks at the link at its next
+ * one). Its CT threads then make a pass per wake-up, not pass after pass: on a machine whose
+ * cores its SM threads fill, a CT's passes take the kernel's core, and its hold of the link
+ * stops the kernel's puts from joining the corked bundle (each then leaves in a fabric send of
+ * its own). */
+static int kernel_active(ct_engine_t *e, uint64_t now)
+{
+	return atomic_load_explicit(&e->steppers, memory_order_relaxed) ||
+	       tm_doorbell_lease_end(e->attr.tm, 0) > now;
+}
+
+/* Whether a kernel of the device was at its link within the last millisecond: its CT threads
+ * do not spin then. A CT that spins beside a kernel on a full machine takes its core (CT
+ * threads outrank SM threads), the kernel cannot come back to renew its lease, and the CT,
+ * finding no kernel active, spins on: over shm on 2 cores a CT 0 spun for up to 40% of a
+ * gice-bench rate run, and nearly every window it was in took 1.5x the median or longer. */
+#define CT_KERNEL_RECENT_NS 1000000ull
+static int kernel_recent(ct_engine_t *e, uint64_t now)
+{
+	return atomic_load_explicit(&e->steppers, memory_order_relaxed) ||
+	       tm_doorbell_lease_end(e->attr.tm, 0) + CT_KERNEL_RECENT_NS > now;
 }
 
 /* CT 0's sleep when it found no work. It is the backstop of the link: messages in flight need
@@ -341,27 +360,34 @@ void *ct_thread(void *arg)
 		if (gice_unlikely(ct_injected_stall(t, now)))
 			continue;
 		atomic_store_explicit(&t->hb_ns, now, memory_order_relaxed);
-		if (!ct_own_try(t)) {
-			ct_nap_us(50); /* a waiting kernel or the host proxy runs this tile now */
+		int work = 0;
+		if (ct_own_try(t)) {
+			work = ct_tile_step(t, 0);
+			ct_own_drop(t);
+			work += ct_link_progress(e);
+		} else if (!kernel_active(e, now)) {
+			ct_nap_us(50); /* the host proxy runs this tile now (a kernel: sleep below) */
 			continue;
 		}
-		int work = ct_tile_step(t, 0);
-		ct_own_drop(t);
-		work += ct_link_progress(e);
 		if (work) {
 			t->last_work_ns = gice_now_ns();
 			atomic_store_explicit(&t->busy_ns,
 					      atomic_load_explicit(&t->busy_ns, memory_order_relaxed) + t->last_work_ns - now,
 					      memory_order_relaxed);
 			spins = 0;
-			continue;
 		}
 		now = gice_now_ns();
-		/* A kernel that waits steps the CTs itself: leave it the cores. CT 0 polls on while
-		 * a peer reads our memory (ct_serve_start), even when CTs do not spin. */
-		if (((now - t->last_work_ns < e->spin_ns && spin_slot_take(t)) ||
-		     (t->idx == 0 && ct_link_serving(e, now))) &&
-		    !atomic_load_explicit(&e->steppers, memory_order_relaxed)) {
+		/* Work done: look again at once, and none: spin a while, unless a kernel is at the
+		 * link (kernel_active): then a pass per wake-up (it steps, or sends as it issues, and
+		 * peers ring us at its lease's end). CT 0 polls on while a peer reads our memory
+		 * (ct_serve_start), even when CTs do not spin, unless a kernel steps. */
+		int serving = t->idx == 0 && ct_link_serving(e, now) &&
+			      !atomic_load_explicit(&e->steppers, memory_order_relaxed);
+		int active = !serving && kernel_active(e, now);
+		if (work && !active)
+			continue;
+		if (!work && (serving || (!kernel_recent(e, now) && now - t->last_work_ns < e->spin_ns &&
+					  spin_slot_take(t)))) {
 			/* Back off while idle: polling the fabric takes the provider's locks, which the
 			 * peer's sender needs too (shm); and two cores may run four ranks, so let other
 			 * threads in now and then. */
@@ -379,12 +405,15 @@ void *ct_thread(void *arg)
 		spin_slot_drop(t);
 		tm_doorbell_awake(e->attr.tm, 0, -1);
 		if (!ct_own_try(t)) {
-			work = 1; /* someone else steps it: look again soon */
+			/* the host proxy steps it: look again soon; a kernel: it comes back to it */
+			work = !active;
 		} else {
 			work = ct_tile_step(t, 0);
 			ct_own_drop(t);
 			work += ct_link_progress(e);
 		}
+		if (active) /* it comes back to the link, and peers ring us at its lease's end */
+			work = 0;
 		if (!work && t->idx == 0)
 			ct0_sleep(e, seq);
 		else if (!work)
