@@ -207,6 +207,7 @@ typedef struct ct_tile {
 	 * every message is a small put to that one peer (CT_NIL: none yet; CT_PUB_MIXED: any
 	 * other), their packets' bytes and how many puts (ct_engine_submitted) */
 	uint32_t pub_peer, pub_bytes, pub_puts;
+	uint8_t backlog; /* its current step left requests queued (no message entry or ticket) */
 	/* watchdog */
 	_Atomic int own;              /* held while a thread runs this tile's step */
 	_Atomic uint64_t hb_ns;       /* last time its thread came round its loop */

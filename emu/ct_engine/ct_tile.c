@@ -239,6 +239,7 @@ int ct_tile_step(ct_tile_t *t, int by_proxy)
 	for (uint32_t i = 0; i < n; i++)
 		vals[i] = tm_counter_read(e->attr.tm, ids[i]);
 	int work = drain_queue(t, n ? INT32_MAX : 64, by_proxy, &empty);
+	t->backlog = !empty;
 	for (uint32_t i = 0; i < n; i++) {
 		if (empty)
 			work += ct_fire_due(t, ids[i], vals[i]) + 1;
@@ -277,23 +278,12 @@ static int kernel_nearby(ct_engine_t *e)
  * one). Its CT threads then make a pass per wake-up, not pass after pass: on a machine whose
  * cores its SM threads fill, a CT's passes take the kernel's core, and its hold of the link
  * stops the kernel's puts from joining the corked bundle (each then leaves in a fabric send of
- * its own). */
-static int kernel_active(ct_engine_t *e, uint64_t now)
+ * its own). Not while the CT's own step left requests queued (backlog: a full message pool or
+ * retirement ring): an issuing kernel steps only the tiles it queues to. */
+static int kernel_active(ct_engine_t *e, uint64_t now, int backlog)
 {
 	return atomic_load_explicit(&e->steppers, memory_order_relaxed) ||
-	       tm_doorbell_lease_end(e->attr.tm, 0) > now;
-}
-
-/* Whether a kernel of the device was at its link within the last millisecond: its CT threads
- * do not spin then. A CT that spins beside a kernel on a full machine takes its core (CT
- * threads outrank SM threads), the kernel cannot come back to renew its lease, and the CT,
- * finding no kernel active, spins on: over shm on 2 cores a CT 0 spun for up to 40% of a
- * gice-bench rate run, and nearly every window it was in took 1.5x the median or longer. */
-#define CT_KERNEL_RECENT_NS 1000000ull
-static int kernel_recent(ct_engine_t *e, uint64_t now)
-{
-	return atomic_load_explicit(&e->steppers, memory_order_relaxed) ||
-	       tm_doorbell_lease_end(e->attr.tm, 0) + CT_KERNEL_RECENT_NS > now;
+	       (tm_doorbell_lease_end(e->attr.tm, 0) > now && !backlog);
 }
 
 /* CT 0's sleep when it found no work. It is the backstop of the link: messages in flight need
@@ -360,12 +350,13 @@ void *ct_thread(void *arg)
 		if (gice_unlikely(ct_injected_stall(t, now)))
 			continue;
 		atomic_store_explicit(&t->hb_ns, now, memory_order_relaxed);
-		int work = 0;
+		int work = 0, backlog = 0;
 		if (ct_own_try(t)) {
 			work = ct_tile_step(t, 0);
+			backlog = t->backlog;
 			ct_own_drop(t);
 			work += ct_link_progress(e);
-		} else if (!kernel_active(e, now)) {
+		} else if (!kernel_active(e, now, 0)) {
 			ct_nap_us(50); /* the host proxy runs this tile now (a kernel: sleep below) */
 			continue;
 		}
@@ -377,17 +368,19 @@ void *ct_thread(void *arg)
 			spins = 0;
 		}
 		now = gice_now_ns();
-		/* Work done: look again at once, and none: spin a while, unless a kernel is at the
-		 * link (kernel_active): then a pass per wake-up (it steps, or sends as it issues, and
-		 * peers ring us at its lease's end). CT 0 polls on while a peer reads our memory
+		/* Work done: look again at once, unless a kernel is at the link (kernel_active): then
+		 * a pass per wake-up (it steps, or sends as it issues, and peers ring us at its
+		 * lease's end). None: spin a while, unless a kernel steps the CTs (not within a
+		 * millisecond of a kernel at the link either: that spared a CT's CPU but made an 8 B
+		 * ping-pong 2.5-5% slower). CT 0 polls on while a peer reads our memory
 		 * (ct_serve_start), even when CTs do not spin, unless a kernel steps. */
 		int serving = t->idx == 0 && ct_link_serving(e, now) &&
 			      !atomic_load_explicit(&e->steppers, memory_order_relaxed);
-		int active = !serving && kernel_active(e, now);
+		int active = !serving && kernel_active(e, now, backlog);
 		if (work && !active)
 			continue;
-		if (!work && (serving || (!kernel_recent(e, now) && now - t->last_work_ns < e->spin_ns &&
-					  spin_slot_take(t)))) {
+		if (!work && (serving || (!atomic_load_explicit(&e->steppers, memory_order_relaxed) &&
+					  now - t->last_work_ns < e->spin_ns && spin_slot_take(t)))) {
 			/* Back off while idle: polling the fabric takes the provider's locks, which the
 			 * peer's sender needs too (shm); and two cores may run four ranks, so let other
 			 * threads in now and then. */
@@ -409,10 +402,11 @@ void *ct_thread(void *arg)
 			work = !active;
 		} else {
 			work = ct_tile_step(t, 0);
+			backlog = t->backlog;
 			ct_own_drop(t);
 			work += ct_link_progress(e);
 		}
-		if (active) /* it comes back to the link, and peers ring us at its lease's end */
+		if (active && !backlog) /* it comes back to the link; peers ring us at its lease's end */
 			work = 0;
 		if (!work && t->idx == 0)
 			ct0_sleep(e, seq);
