@@ -350,16 +350,15 @@ void *ct_thread(void *arg)
 		if (gice_unlikely(ct_injected_stall(t, now)))
 			continue;
 		atomic_store_explicit(&t->hb_ns, now, memory_order_relaxed);
-		int work = 0, backlog = 0;
-		if (ct_own_try(t)) {
-			work = ct_tile_step(t, 0);
-			backlog = t->backlog;
-			ct_own_drop(t);
-			work += ct_link_progress(e);
-		} else if (!kernel_active(e, now, 0)) {
-			ct_nap_us(50); /* the host proxy runs this tile now (a kernel: sleep below) */
+		if (!ct_own_try(t)) {
+			/* a waiting kernel or the host proxy runs this tile now; not asleep on the
+			 * doorbell, so that a kernel's trigger write rings it without a syscall */
+			ct_nap_us(50);
 			continue;
 		}
+		int work = ct_tile_step(t, 0), backlog = t->backlog;
+		ct_own_drop(t);
+		work += ct_link_progress(e);
 		if (work) {
 			t->last_work_ns = gice_now_ns();
 			atomic_store_explicit(&t->busy_ns,
@@ -398,16 +397,16 @@ void *ct_thread(void *arg)
 		spin_slot_drop(t);
 		tm_doorbell_awake(e->attr.tm, 0, -1);
 		if (!ct_own_try(t)) {
-			/* the host proxy steps it: look again soon; a kernel: it comes back to it */
-			work = !active;
+			work = 1; /* someone else steps it: look again soon */
 		} else {
 			work = ct_tile_step(t, 0);
 			backlog = t->backlog;
 			ct_own_drop(t);
 			work += ct_link_progress(e);
+			if (active && !backlog) /* it comes back to the link; peers ring us at its
+						 * lease's end */
+				work = 0;
 		}
-		if (active && !backlog) /* it comes back to the link; peers ring us at its lease's end */
-			work = 0;
 		if (!work && t->idx == 0)
 			ct0_sleep(e, seq);
 		else if (!work)
