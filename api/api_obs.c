@@ -1,7 +1,7 @@
 /* api_obs.c: what GICE_STATS prints beside the counters — per-stage latency percentiles of
  * the operations in the CT engines' trace rings (the most recent CT_TRACE_RING per device) and
  * of the waits and collective chunks in the devices' stage rings (api_ev.h, whose records it
- * also writes: api_ev_wait), and each CT thread's busy share — and the GICE_STATS=json form
+ * also writes: api_ev_wait), and each CT thread's busy and CPU shares — and the GICE_STATS=json form
  * of all of it. The samples also feed GICE_TRACE (api_trace.c).
  *
  * Devices are sampled when they close and, for those still open, at gice_finalize; both under
@@ -40,7 +40,7 @@ static struct {
 	uint32_t n_rx;
 	struct obs_ct {
 		uint32_t gid, ct;
-		uint64_t busy_ns, alive_ns;
+		uint64_t busy_ns, alive_ns, cpu_ns;
 	} ct[OBS_CTS];
 	uint32_t n_ct;
 	api_kslice_t k[OBS_KERNELS]; /* GICE_TRACE: kernels of the streams destroyed so far */
@@ -99,7 +99,7 @@ void api_obs_collect(gice_device_t *d)
 	}
 	for (uint32_t c = 0; c < d->n_cts && obs.n_ct < OBS_CTS; c++) {
 		struct obs_ct *o = &obs.ct[obs.n_ct];
-		if (ct_engine_ct_busy(d->ct, c, &o->busy_ns, &o->alive_ns) == GICE_OK) {
+		if (ct_engine_ct_busy(d->ct, c, &o->busy_ns, &o->alive_ns, &o->cpu_ns) == GICE_OK) {
 			o->gid = d->gid, o->ct = c;
 			obs.n_ct++;
 		}
@@ -111,6 +111,9 @@ static int cmp_u64(const void *a, const void *b)
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return x < y ? -1 : x > y;
 }
+
+/* part of whole, times unit (0 when whole is). */
+static double share(uint64_t part, uint64_t whole, double unit) { return whole ? unit * (double)part / (double)whole : 0.0; }
 
 /* v sorted, n > 0: the p-quantile in us. */
 static double q_us(const uint64_t *v, uint32_t n, double p) { return (double)v[(uint32_t)(p * (n - 1) + 0.5)] / 1e3; }
@@ -162,10 +165,11 @@ static void print_text(char *line, size_t len, uint64_t *v[OBS_STAGES], const ui
 			OBS_PUT(" %s -", obs_stage_name[k]);
 	fprintf(stderr, "%s\n", line);
 	n = 0;
-	OBS_PUT("gice stats: rank %u: CT busy share (the rest polling or asleep):", api_g.rank);
+	OBS_PUT("gice stats: rank %u: CT busy share (the rest polling or asleep) / CPU share (spinning included):",
+		api_g.rank);
 	for (uint32_t i = 0; i < obs.n_ct; i++)
-		OBS_PUT(" d%u.ct%u %.1f%%", obs.ct[i].gid, obs.ct[i].ct,
-			obs.ct[i].alive_ns ? 100.0 * (double)obs.ct[i].busy_ns / (double)obs.ct[i].alive_ns : 0.0);
+		OBS_PUT(" d%u.ct%u %.1f%%/%.1f%%", obs.ct[i].gid, obs.ct[i].ct, share(obs.ct[i].busy_ns, obs.ct[i].alive_ns, 100),
+			share(obs.ct[i].cpu_ns, obs.ct[i].alive_ns, 100));
 	fprintf(stderr, "%s\n", line);
 }
 
@@ -191,10 +195,11 @@ static void print_json(char *line, size_t len, const gice_stats_t *t, uint64_t *
 	}
 	OBS_PUT("},\"cts\":[");
 	for (uint32_t i = 0; i < obs.n_ct; i++)
-		OBS_PUT("%s{\"device\":%u,\"ct\":%u,\"busy_ns\":%llu,\"alive_ns\":%llu,\"busy_share\":%.4f}", i ? "," : "",
-			obs.ct[i].gid, obs.ct[i].ct, (unsigned long long)obs.ct[i].busy_ns,
-			(unsigned long long)obs.ct[i].alive_ns,
-			obs.ct[i].alive_ns ? (double)obs.ct[i].busy_ns / (double)obs.ct[i].alive_ns : 0.0);
+		OBS_PUT("%s{\"device\":%u,\"ct\":%u,\"busy_ns\":%llu,\"alive_ns\":%llu,\"cpu_ns\":%llu,\"busy_share\":%.4f,"
+			"\"cpu_share\":%.4f}",
+			i ? "," : "", obs.ct[i].gid, obs.ct[i].ct, (unsigned long long)obs.ct[i].busy_ns,
+			(unsigned long long)obs.ct[i].alive_ns, (unsigned long long)obs.ct[i].cpu_ns,
+			share(obs.ct[i].busy_ns, obs.ct[i].alive_ns, 1), share(obs.ct[i].cpu_ns, obs.ct[i].alive_ns, 1));
 	OBS_PUT("]}");
 	fprintf(stderr, "%s\n", line);
 }

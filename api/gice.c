@@ -58,7 +58,7 @@ const gice_param_t api_params[] = {
 	 GICE_PARAM_STR, 0, 0},
 	{"GICE_STATS", "0",
 	 "1: print at gice_finalize, per rank on stderr, its counters (packets, retransmissions, faults, watchdog), "
-	 "per-stage latency percentiles of its devices' recent operations and each CT's busy share; json: the same "
+	 "per-stage latency percentiles of its devices' recent operations and each CT's busy and CPU shares; json: the same "
 	 "as one JSON object per rank and line; 0: nothing",
 	 GICE_PARAM_STR, 0, 0},
 	{"GICE_TRACE", "",

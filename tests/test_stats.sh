@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Description: GICE_STATS prints what README's Statistics section says, on 2 ranks over the
 # network plane (gice-bench put, 111 put_signals each way): GICE_STATS=1 one counter line, one
-# stage line (4 stages, p50/p99/max) and one CT busy line per rank; the counters are
+# stage line (4 stages, p50/p99/max) and one CT busy and CPU line per rank; the counters are
 # consistent — a rank's tx_pkts equal its peer's rx_pkts (lossless run: both count each
 # sequenced packet once, no ACKs), ops_done is the 111 operations issued; GICE_STATS=json one
 # JSON object per rank that parses, with the same counters, every stage's n, p50 <= p90 <= p99
-# <= max, and busy shares within [0, 1], and one per device and peer whose tx_pkts are the
+# <= max, busy shares within [0, 1], each CT thread's CPU time above 0 and no longer than its
+# life, and one per device and peer whose tx_pkts are the
 # peer's rx_pkts from it; the waits of the ping-pong kernel give complete_to_woke percentiles
 # (a chunked ring allreduce its chunk stages: tests/test_trace.sh); a bad GICE_STATS is refused
 # with its message.
@@ -29,7 +30,7 @@ for r in 0 1; do
 		{ echo "FAIL: rank $r: no counter line"; fail=1; }
 	[ "$(echo "$out" | grep -cE "^gice stats: rank $r: stages of its last [0-9]+ operations and [0-9]+ waits and chunks \(us, p50/p99/max\): issue_to_pickup $stage pickup_to_first_tx $stage first_tx_to_complete $stage issue_to_complete $num/$num/$num complete_to_woke $num/$num/$num chunk_arrived_to_woke - chunk_woke_to_reduced - chunk_reduced_to_sent -$")" = 1 ] ||
 		{ echo "FAIL: rank $r: no stage line"; fail=1; }
-	[ "$(echo "$out" | grep -cE "^gice stats: rank $r: CT busy share \(the rest polling or asleep\):( d[0-9]+\.ct[0-9]+ [0-9]+\.[0-9]%)+$")" = 1 ] ||
+	[ "$(echo "$out" | grep -cE "^gice stats: rank $r: CT busy share \(the rest polling or asleep\) / CPU share \(spinning included\):( d[0-9]+\.ct[0-9]+ [0-9]+\.[0-9]%/[0-9]+\.[0-9]%)+$")" = 1 ] ||
 		{ echo "FAIL: rank $r: no CT busy line"; fail=1; }
 	[ "$(field ops_done $r)" = 111 ] || { echo "FAIL: rank $r: ops_done $(field ops_done $r), expected 111"; fail=1; }
 done
@@ -73,6 +74,9 @@ for r, o in ranks.items():
         if s["n"]:
             assert 0 <= s["p50"] <= s["p90"] <= s["p99"] <= s["max"], (name, s)
     assert o["cts"] and all(0 <= x["busy_share"] <= 1 and x["busy_ns"] <= x["alive_ns"] for x in o["cts"]), o["cts"]
+    # the CPU clock of each CT thread: it ran (its set-up at least), and no longer than it
+    # lived (a millisecond of slack for the reads of the two clocks)
+    assert all(0 < x["cpu_ns"] <= x["alive_ns"] + 1000000 and x["cpu_share"] <= 1.01 for x in o["cts"]), o["cts"]
 # per peer: each rank's one device talks to the other's (and to itself: the loopback)
 for o in peers:
     back = [q for q in peers if q["device"] == o["peer"] and q["peer"] == o["device"]]

@@ -355,13 +355,20 @@ void ct_engine_stats(const ct_engine_t *e, ct_stats_t *s)
 		s->v[i] = atomic_load_explicit((_Atomic uint64_t *)&e->st[i], memory_order_relaxed);
 }
 
-int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint64_t *alive_ns)
+int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint64_t *alive_ns, uint64_t *cpu_ns)
 {
+	clockid_t cid;
+	struct timespec ts;
+
 	if (ct >= e->attr.n_cts || !e->tiles)
 		return GICE_ERR_INVALID;
 	uint64_t t0 = atomic_load_explicit(&e->tiles[ct].t_start_ns, memory_order_relaxed);
 	*busy_ns = atomic_load_explicit(&e->tiles[ct].busy_ns, memory_order_relaxed);
 	*alive_ns = t0 ? gice_now_ns() - t0 : 0;
+	/* t_start_ns is its thread's first store: started, and not joined before the engine's end */
+	*cpu_ns = t0 && !pthread_getcpuclockid(e->tiles[ct].thread, &cid) && !clock_gettime(cid, &ts)
+			  ? (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec
+			  : 0;
 	return GICE_OK;
 }
 

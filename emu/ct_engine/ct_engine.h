@@ -317,9 +317,11 @@ uint32_t ct_engine_max_ops(const ct_engine_t *e);
 
 /* Copy e's counters (relaxed loads, each one consistent, not the set) into *st. */
 void ct_engine_stats(const ct_engine_t *e, ct_stats_t *st);
-/* CT ct's thread: ns since it started (*alive_ns) and of those the ns it spent in passes that
- * found work (*busy_ns; the rest it polled or slept). GICE_ERR_INVALID for a bad ct. */
-int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint64_t *alive_ns);
+/* CT ct's thread: ns since it started (*alive_ns), of those the ns it spent in passes that found
+ * work (*busy_ns; the rest it polled or slept), and the CPU time it has used (*cpu_ns: its
+ * thread's CPU clock, spinning included; 0 when the thread has not started). Its thread must not
+ * have been joined (ct_engine_destroy). GICE_ERR_INVALID for a bad ct. */
+int ct_engine_ct_busy(const ct_engine_t *e, uint32_t ct, uint64_t *busy_ns, uint64_t *alive_ns, uint64_t *cpu_ns);
 /* Copy e's counters for peer device gid (those of GICE_PEER_STATS_LIST it keeps; the others
  * zero) into *st. GICE_OK; GICE_ERR_OUT_OF_BOUNDS: gid not below GICE_CT_MAX_PEERS. */
 int ct_engine_peer_stats(const ct_engine_t *e, uint32_t gid, ct_stats_t *st);

@@ -264,27 +264,30 @@ static int ct0_may_sleep_long(ct_engine_t *e)
 	return atomic_load_explicit(&e->steppers, memory_order_seq_cst) && !ct_link_needs_timer(e, 0);
 }
 
-/* A kernel of the device steps its CTs (it waits: its passes poll and run the timers), or issues
- * requests and holds the lease while nothing but same-host peers' answers is awaited (its
- * requests take those in; they poll the fabric for nothing else: ct_link_needs_timer). */
-static int kernel_nearby(ct_engine_t *e)
+/* Whether a kernel of the device is at its link now: one waits and steps the CTs (steppers),
+ * or, when lease_counts, issued a request within the lease (GICE_CT_LEASE_US; it looks at the
+ * link at its next one). The two callers differ only in when an issuing kernel counts. */
+static int kernel_at_link(ct_engine_t *e, uint64_t now, int lease_counts)
 {
 	return atomic_load_explicit(&e->steppers, memory_order_relaxed) ||
-	       (tm_doorbell_lease_end(e->attr.tm, 0) > gice_now_ns() && !ct_link_needs_timer(e, 1));
+	       (lease_counts && tm_doorbell_lease_end(e->attr.tm, 0) > now);
 }
 
-/* Whether a kernel of the device is at its link now: one waits and steps the CTs (steppers),
- * or issued a request within the lease (GICE_CT_LEASE_US; it looks at the link at its next
- * one). Its CT threads then make a pass per wake-up, not pass after pass: on a machine whose
- * cores its SM threads fill, a CT's passes take the kernel's core, and its hold of the link
- * stops the kernel's puts from joining the corked bundle (each then leaves in a fabric send of
- * its own). Not while the CT's own step left requests queued (backlog: a full message pool or
- * retirement ring): an issuing kernel steps only the tiles it queues to. */
-static int kernel_active(ct_engine_t *e, uint64_t now, int backlog)
+/* For CT 0's sleep: a kernel steps (its passes poll and run the timers), or issues while
+ * nothing but same-host peers' answers is awaited (its requests take those in; they poll the
+ * fabric for nothing else: ct_link_needs_timer). */
+static int kernel_nearby(ct_engine_t *e)
 {
-	return atomic_load_explicit(&e->steppers, memory_order_relaxed) ||
-	       (tm_doorbell_lease_end(e->attr.tm, 0) > now && !backlog);
+	return kernel_at_link(e, gice_now_ns(), !ct_link_needs_timer(e, 1));
 }
+
+/* For a CT's passes: while a kernel is at the link, its CT threads make a pass per wake-up, not
+ * pass after pass: on a machine whose cores its SM threads fill, a CT's passes take the
+ * kernel's core, and its hold of the link stops the kernel's puts from joining the corked
+ * bundle (each then leaves in a fabric send of its own). An issuing kernel does not count
+ * while the CT's own step left requests queued (backlog: a full message pool or retirement
+ * ring): it steps only the tiles it queues to. */
+static int kernel_active(ct_engine_t *e, uint64_t now, int backlog) { return kernel_at_link(e, now, !backlog); }
 
 /* CT 0's sleep when it found no work. It is the backstop of the link: messages in flight need
  * acks and retransmission timers; arriving packets ring it when no one polls
