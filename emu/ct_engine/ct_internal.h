@@ -36,6 +36,7 @@ enum { CT_BUSY_BUNDLE = 1, CT_BUSY_FLIGHT = 2 }; /* ct_engine_t.ep_busy */
 enum ct_read_kind { CT_RD_PUT, CT_RD_GET }; /* a put's data at its target, a get's at its requester */
 enum ct_read_state { CT_RD_FREE, CT_RD_WAITING, CT_RD_POSTED };
 enum ct_msg_kind { MK_PUT, MK_GET, MK_AMO, MK_FENCE, MK_GET_RESP, MK_AMO_RESP, MK_PUT_DONE, MK_NACK };
+#define MK_ANY 0xffu /* ct_req_by_id: a request of any kind (no message has it) */
 enum { NEED_ACK = 1, NEED_RESP = 2 };
 
 /* A message's life (the Initiator's state machine; see ct_link.c):
@@ -603,7 +604,7 @@ ct_msg_t *ct_queue_response(struct ct_engine *e, uint8_t kind, uint32_t gid, uin
  * (FAB_ADDR_UNKNOWN when the endpoint cannot tell). */
 void ct_rx_message(struct ct_engine *e, const uint8_t *buf, size_t len, fab_addr_t from);
 void ct_rx_packet(struct ct_engine *e, const uint8_t *buf, size_t len, fab_addr_t from);
-/* The request message msg_id to peer p, of kind (0xff: any), with its index in *idx; or NULL. */
+/* The request message msg_id to peer p, of kind (MK_ANY: any), with its index in *idx; or NULL. */
 ct_msg_t *ct_req_by_id(struct ct_engine *e, ct_peer_t *p, uint64_t msg_id, uint8_t kind, uint32_t *idx);
 /* Request idx has its response (status: how it ended); it completes if nothing else is due. */
 void ct_resp_done(struct ct_engine *e, uint32_t idx, int status);

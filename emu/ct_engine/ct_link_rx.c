@@ -35,7 +35,7 @@ ct_msg_t *ct_req_by_id(ct_engine_t *e, ct_peer_t *p, uint64_t msg_id, uint8_t ki
 	if (!slot)
 		return NULL;
 	m = &e->msgs[slot - 1];
-	if (m->msg_id != msg_id || (kind != 0xff && m->kind != kind))
+	if (m->msg_id != msg_id || (kind != MK_ANY && m->kind != kind))
 		return NULL;
 	*idx = slot - 1;
 	return m;
@@ -443,7 +443,7 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 
 	if (h.op == CT_PKT_NACK) {
 		uint32_t idx;
-		ct_msg_t *m = ct_req_by_id(e, p, h.msg_id, 0xff, &idx);
+		ct_msg_t *m = ct_req_by_id(e, p, h.msg_id, MK_ANY, &idx);
 		if (m && h.status < 0)
 			ct_resp_done(e, idx, h.status);
 	} else if (h.op == CT_PKT_GET_RESP || h.op == CT_PKT_GET_GO || h.op == CT_PKT_ATOMIC_RESP ||
