@@ -1,6 +1,7 @@
-/* coll.h: what the collectives' files share (coll_api.c: set-up, parameters, dispatch;
- * coll_types.c: element types and reductions; coll_small.c: one-shot; coll_ring.c: the
- * pipelined ring). Not for other modules. */
+/* coll.h: what the collectives' files share (coll_init.c: set-up, parameters; coll_api.c:
+ * checks, dispatch; coll_types.c: element types and reductions; coll_small.c: one-shot;
+ * coll_ring.c: the pipelined ring; coll_direct.c: broadcast and the all-to-alls). Not for other
+ * modules. */
 #ifndef GICE_COLL_H
 #define GICE_COLL_H
 

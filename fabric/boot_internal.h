@@ -1,5 +1,6 @@
 /* boot_internal.h: the bootstrap's state and socket helpers, shared by its files
- * (bootstrap.c: rendezvous and exchanges; boot_clock.c: clock alignment). Not an API. */
+ * (bootstrap.c: rendezvous and exchanges; boot_pmix.c: the same under PMIx; boot_clock.c: clock
+ * alignment). Not an API. */
 #ifndef GICE_BOOT_INTERNAL_H
 #define GICE_BOOT_INTERNAL_H
 
@@ -30,6 +31,9 @@ struct boot {
 #endif
 };
 
+#define BOOT_HOW_TO_LAUNCH                                                                             \
+	"start a job of several ranks with srun --mpi=pmix, with Open MPI's mpirun, or with gicerun -n N"
+
 /* now + the bootstrap timeout */
 uint64_t boot_deadline(const boot_t *b);
 /* poll one fd for ev until deadline: GICE_OK, GICE_ERR_TIMED_OUT, GICE_ERR_IO */
@@ -44,5 +48,14 @@ int boot_clock_sync(boot_t *b);
  * 0 opens for it for the others (GICE_CLOCK_SYNC). A failure leaves the clocks unaligned and is
  * not the job's: the trace says so. */
 void boot_clock_pmix(boot_t *b);
+
+#ifdef GICE_HAVE_PMIX
+/* boot_pmix.c: the job from the launcher's PMIx server (PMIX_RANK set): *out, or an error said. */
+int boot_pmix_open(uint64_t timeout_ns, boot_t **out);
+/* boot_allgather under PMIx */
+int boot_pmix_allgather(boot_t *b, const void *mine, size_t len, void *all);
+/* boot_fini's part: PMIx_Finalize, then the calls we stopped waiting for */
+void boot_pmix_fini(boot_t *b);
+#endif
 
 #endif

@@ -1,6 +1,7 @@
-/* smt_internal.h: what sm_threads.c (SM threads, block scheduler) and smt_stream.c (streams)
- * share: the device, stream and kernel record structures, the spin budget helpers, and the
- * completion of a stream command by a kernel's last block. Not for other modules. */
+/* smt_internal.h: what sm_threads.c (SM threads, block scheduler), smt_stream.c (streams) and
+ * smt_enqueue.c (their enqueue side) share: the device, stream, command and kernel record
+ * structures, the spin budget helpers, the start of a launch, and the completion of a stream
+ * command by a kernel's last block. Not for other modules. */
 #ifndef GICE_SMT_INTERNAL_H
 #define GICE_SMT_INTERNAL_H
 
@@ -11,7 +12,38 @@
 
 #define SMT_MAX_STREAMS 64
 
-struct smt_cmd;
+/* ---- stream commands ---- */
+
+#define SMT_CMD_LIST(X) \
+	X(SMT_CMD_LAUNCH, "launch") \
+	X(SMT_CMD_WAIT_VALUE, "wait_value") \
+	X(SMT_CMD_WRITE_VALUE, "write_value") \
+	X(SMT_CMD_NOP, "nop") /* a position whose launch failed to prepare */
+
+enum smt_cmd_op {
+#define SMT_CMD_ENUM_(name, str) name,
+	SMT_CMD_LIST(SMT_CMD_ENUM_)
+#undef SMT_CMD_ENUM_
+};
+
+/* A ring slot: written by the enqueuer that claimed its position before head is released; read
+ * by the stream thread after acquiring head; free again once tail passes it. */
+struct smt_cmd {
+	uint32_t op;         /* enum smt_cmd_op */
+	uint32_t counter;    /* WAIT/WRITE: counter id */
+	uint32_t nblocks;    /* LAUNCH */
+	tm_cmp_t cmp;        /* WAIT */
+	int add;             /* WRITE: add (1) or set (0) */
+	uint64_t value;      /* WAIT/WRITE */
+	uint64_t timeout_ns; /* WAIT */
+	int idle;            /* WAIT: timeout_ns measures a stall (tm_counter_wait_idle) */
+	int coop;            /* LAUNCH: cooperative, wake an SM per block at once */
+	smt_block_fn fn;     /* LAUNCH */
+	void *arg;
+	void (*on_done)(void *arg);
+};
+
+const char *smt_cmd_name(uint32_t op); /* "launch", ... */
 
 /* ---- kernel record ---- */
 
@@ -104,6 +136,11 @@ static inline void spin_pause(const smt_dev_t *d, uint32_t i)
 
 static inline void spin_put(smt_dev_t *d) { gice_spin_put(&d->spinning); }
 
+/* smt_stream.c: fill the stream's kernel record for launch c, command number tail (RUNNING from
+ * here on, but no SM can take a block before smt_kernel_start); returns the launch generation. */
+uint32_t smt_kernel_fill(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail);
+/* Hand out the blocks of the filled record (generation gen) and wake SMs for them. */
+void smt_kernel_start(smt_stream_t *s, const struct smt_cmd *c, uint32_t gen);
 /* smt_stream.c; kernel_finish completes a launch command with it. */
 void smt_stream_complete(smt_stream_t *s, uint64_t tail);
 /* Tell the stream's thread to stop (smt_stream_destroy once its work ran, smt_abandon). */

@@ -1,9 +1,9 @@
 /* smt_stream.c: streams (see sm_threads.h). A stream is an in-order ring of commands (launch,
  * wait_value, write_value) run by its own thread: stream create, destroy, sync and drain, the
- * enqueue side, the stream thread and the device abort. A launch publishes the kernel record
- * of the stream's slot and wakes SMs (its enqueuer does, when the stream is idle); the record's
- * protocol, the sleeping and the spin budget are described in sm_threads.c, which runs the
- * blocks. */
+ * stream thread and the device abort; smt_enqueue.c puts the commands in. A launch publishes
+ * the kernel record of the stream's slot and wakes SMs (its enqueuer does, when the stream is
+ * idle); the record's protocol, the sleeping and the spin budget are described in
+ * sm_threads.c, which runs the blocks. */
 #include "emu/sm_threads/smt_internal.h"
 
 #include <limits.h>
@@ -12,24 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SMT_MAX_BLOCKS INT32_MAX
 /* A launch wakes at most as many SMs as there are CPUs; if blocks are still not handed out
  * this long after, it wakes SMs for them (blocks that wait on each other each need an SM). */
 #define SMT_TOPUP_NS 200000ull
-
-/* ---- commands ---- */
-
-#define SMT_CMD_LIST(X) \
-	X(SMT_CMD_LAUNCH, "launch") \
-	X(SMT_CMD_WAIT_VALUE, "wait_value") \
-	X(SMT_CMD_WRITE_VALUE, "write_value") \
-	X(SMT_CMD_NOP, "nop") /* a position whose launch failed to prepare */
-
-enum smt_cmd_op {
-#define SMT_CMD_ENUM_(name, str) name,
-	SMT_CMD_LIST(SMT_CMD_ENUM_)
-#undef SMT_CMD_ENUM_
-};
 
 static const char *const smt_cmd_names[] = {
 #define SMT_CMD_NAME_(name, str) str,
@@ -37,24 +22,9 @@ static const char *const smt_cmd_names[] = {
 #undef SMT_CMD_NAME_
 };
 
-static const char *const smt_cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
+const char *smt_cmd_name(uint32_t op) { return op < GICE_ARRAY_SIZE(smt_cmd_names) ? smt_cmd_names[op] : "?"; }
 
-/* A ring slot: written by the enqueuer that claimed its position before head is released; read
- * by the stream thread after acquiring head; free again once tail passes it. */
-struct smt_cmd {
-	uint32_t op;         /* enum smt_cmd_op */
-	uint32_t counter;    /* WAIT/WRITE: counter id */
-	uint32_t nblocks;    /* LAUNCH */
-	tm_cmp_t cmp;        /* WAIT */
-	int add;             /* WRITE: add (1) or set (0) */
-	uint64_t value;      /* WAIT/WRITE */
-	uint64_t timeout_ns; /* WAIT */
-	int idle;            /* WAIT: timeout_ns measures a stall (tm_counter_wait_idle) */
-	int coop;            /* LAUNCH: cooperative, wake an SM per block at once */
-	smt_block_fn fn;     /* LAUNCH */
-	void *arg;
-	void (*on_done)(void *arg);
-};
+static const char *const smt_cmp_names[] = {"==", "!=", ">", ">=", "<", "<="};
 
 /* ---- stream thread ---- */
 
@@ -81,8 +51,8 @@ static void sm_wake(smt_dev_t *d, uint32_t n)
 }
 
 /* Fill the stream's kernel record for launch c, command number tail; it is RUNNING from here
- * on, but no SM can take a block before kernel_start. Returns the launch generation. */
-static uint32_t kernel_fill(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
+ * on, but no SM can take a block before smt_kernel_start. Returns the launch generation. */
+uint32_t smt_kernel_fill(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 {
 	struct smt_kernel *k = s->k;
 	uint32_t gen = atomic_load_explicit(&k->gen, memory_order_relaxed) + 1;
@@ -103,7 +73,7 @@ static uint32_t kernel_fill(smt_stream_t *s, const struct smt_cmd *c, uint64_t t
 
 /* Hand out the blocks of the filled record and wake SMs for them. Its last block completes the
  * command (smt_stream_complete). */
-static void kernel_start(smt_stream_t *s, const struct smt_cmd *c, uint32_t gen)
+void smt_kernel_start(smt_stream_t *s, const struct smt_cmd *c, uint32_t gen)
 {
 	smt_dev_t *d = s->d;
 	struct smt_kernel *k = s->k;
@@ -162,7 +132,7 @@ static void kernel_wait(smt_stream_t *s)
  * once: the command after it waits for the kernel's end (kernel_wait). */
 static void stream_launch(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 {
-	kernel_start(s, c, kernel_fill(s, c, tail));
+	smt_kernel_start(s, c, smt_kernel_fill(s, c, tail));
 }
 
 static int stream_wait(smt_stream_t *s, const struct smt_cmd *c)
@@ -199,7 +169,7 @@ static int stream_exec(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 	if (atomic_load_explicit(&s->err, memory_order_relaxed)) {
 		/* Sticky error: skip, but still let the owner of a launch's arg release it. */
 		gice_debug("smt", "device %u stream %u: skipping %s after an earlier error",
-			   s->d->dev_id, s->slot, smt_cmd_names[c->op]);
+			   s->d->dev_id, s->slot, smt_cmd_name(c->op));
 		if (c->op == SMT_CMD_LAUNCH && c->on_done)
 			c->on_done(c->arg);
 		return 1;
@@ -537,142 +507,4 @@ int smt_stream_destroy(smt_stream_t *s, uint64_t timeout_ns)
 	free(s->ring);
 	free(s);
 	return GICE_OK;
-}
-
-/* ---- enqueue ---- */
-
-/* Enqueue c; for a launch with prep, prep fills its arg for the queue position first. No lock:
- * an enqueuer claims the next position (a CAS on claimed, only while the queue has room), fills
- * it, then publishes it (head) once every earlier claim is published. A lone enqueuer never
- * waits; concurrent ones wait only for an earlier one's few stores (yielding, in case it was
- * preempted between its claim and its publication). */
-static int stream_push_prep(smt_stream_t *s, struct smt_cmd *c, smt_prep_fn prep, void *ctx)
-{
-	uint64_t pos = atomic_load_explicit(&s->claimed, memory_order_relaxed), tail;
-	int rc = GICE_OK;
-
-	do {
-		/* acquire: the stream thread is done reading the slot we are about to overwrite */
-		tail = atomic_load_explicit(&s->tail, memory_order_acquire);
-		if (pos - tail >= s->depth) {
-			gice_error("smt", "device %u stream %u: command queue full (%u commands, "
-					  "GICE_SMT_STREAM_DEPTH), cannot enqueue %s",
-				   s->d->dev_id, s->slot, s->depth, smt_cmd_names[c->op]);
-			return GICE_ERR_NO_MEMORY;
-		}
-	} while (!atomic_compare_exchange_weak_explicit(&s->claimed, &pos, pos + 1, memory_order_relaxed,
-							memory_order_relaxed));
-	if (prep && (rc = prep(ctx, (uint32_t)(pos % s->depth), &c->arg)))
-		*c = (struct smt_cmd){.op = SMT_CMD_NOP}; /* the position is ours: it must be filled */
-	/* acquire: what the earlier claims' enqueuers did before publishing (a direct launch's
-	 * record) */
-	for (uint32_t i = 1; atomic_load_explicit(&s->head, memory_order_acquire) != pos; i++) {
-		if (i % 64 == 0)
-			sched_yield();
-		else
-			gice_cpu_relax();
-	}
-	tail = atomic_load_explicit(&s->tail, memory_order_acquire);
-	/* A launch onto an idle stream (every command done, its kernel ended, no error to skip
-	 * it for) is started here: the blocks go to the SMs through memory, as a GPU's front end
-	 * takes a kernel from the pushbuffer, with no hop through the stream thread, which only
-	 * steps past it (the record's tail covers its position; its slot is not written). The
-	 * record is RUNNING before head shows the command, so a command enqueued after it waits
-	 * for its end (kernel_wait); no SM takes a block before kernel_start, so its completion
-	 * (tail) cannot pass head. */
-	if (c->op == SMT_CMD_LAUNCH && !c->coop && tail == pos &&
-	    atomic_load_explicit(&s->k->state, memory_order_acquire) == SMT_K_DONE &&
-	    !atomic_load_explicit(&s->err, memory_order_relaxed) && !tm_region_status(s->d->tm)) {
-		uint32_t gen = kernel_fill(s, c, pos);
-		/* release: the record before the stream thread (or the next enqueuer) sees the
-		 * position */
-		atomic_store_explicit(&s->head, pos + 1, memory_order_release);
-		kernel_start(s, c, gen);
-		return GICE_OK; /* the stream thread need not wake for it */
-	}
-	s->ring[pos % s->depth] = *c;
-	/* release: the slot before the stream thread can see it */
-	atomic_store_explicit(&s->head, pos + 1, memory_order_release);
-	/* seq_cst bump then sleeping read: pairs with sleep_on */
-	atomic_fetch_add_explicit(&s->cmd_seq, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&s->sleeping, memory_order_seq_cst))
-		gice_futex_wake(&s->cmd_seq, 1);
-	return rc;
-}
-
-static int stream_push(smt_stream_t *s, struct smt_cmd *c) { return stream_push_prep(s, c, NULL, NULL); }
-
-uint32_t smt_stream_depth(const smt_stream_t *s) { return s->depth; }
-
-static int counter_check(smt_stream_t *s, uint32_t counter, const char *what)
-{
-	uint32_t n = tm_region_layout(s->d->tm)->n_counters;
-
-	if (counter >= n) {
-		gice_error("smt", "device %u stream %u: %s on counter %u, device has %u counters",
-			   s->d->dev_id, s->slot, what, counter, n);
-		return GICE_ERR_INVALID;
-	}
-	return GICE_OK;
-}
-
-int smt_launch(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks,
-	       void (*on_done)(void *arg))
-{
-	return smt_launch_flags(s, fn, arg, nblocks, 0, on_done);
-}
-
-int smt_launch_flags(smt_stream_t *s, smt_block_fn fn, void *arg, uint32_t nblocks, uint32_t flags,
-		     void (*on_done)(void *arg))
-{
-	return smt_launch_prep(s, fn, nblocks, flags, on_done, NULL, arg);
-}
-
-/* prep NULL: ctx is the arg itself */
-int smt_launch_prep(smt_stream_t *s, smt_block_fn fn, uint32_t nblocks, uint32_t flags,
-		    void (*on_done)(void *arg), smt_prep_fn prep, void *ctx)
-{
-	struct smt_cmd c = {.op = SMT_CMD_LAUNCH, .fn = fn, .arg = prep ? NULL : ctx, .nblocks = nblocks,
-			    .on_done = on_done, .coop = !!(flags & SMT_LAUNCH_COOP)};
-
-	if (!fn || nblocks < 1 || nblocks > SMT_MAX_BLOCKS) {
-		gice_error("smt", "launch of %u blocks (must be in [1, %u])%s", nblocks, SMT_MAX_BLOCKS,
-			   fn ? "" : " with no kernel function");
-		return GICE_ERR_INVALID;
-	}
-	return stream_push_prep(s, &c, prep, ctx);
-}
-
-static int wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns,
-		      int idle)
-{
-	struct smt_cmd c = {.op = SMT_CMD_WAIT_VALUE, .counter = counter, .cmp = cmp, .value = value,
-			    .timeout_ns = timeout_ns, .idle = idle};
-
-	if ((unsigned)cmp > TM_CMP_LE) {
-		gice_error("smt", "wait_value on counter %u: bad comparison %d", counter, (int)cmp);
-		return GICE_ERR_INVALID;
-	}
-	if (counter_check(s, counter, "wait_value"))
-		return GICE_ERR_INVALID;
-	return stream_push(s, &c);
-}
-
-int smt_wait_value(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t timeout_ns)
-{
-	return wait_value(s, counter, cmp, value, timeout_ns, 0);
-}
-
-int smt_wait_value_idle(smt_stream_t *s, uint32_t counter, tm_cmp_t cmp, uint64_t value, uint64_t idle_ns)
-{
-	return wait_value(s, counter, cmp, value, idle_ns, 1);
-}
-
-int smt_write_value(smt_stream_t *s, uint32_t counter, uint64_t value, int add)
-{
-	struct smt_cmd c = {.op = SMT_CMD_WRITE_VALUE, .counter = counter, .value = value, .add = !!add};
-
-	if (counter_check(s, counter, "write_value"))
-		return GICE_ERR_INVALID;
-	return stream_push(s, &c);
 }
