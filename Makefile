@@ -59,7 +59,7 @@ LIBSO    := $(BUILD)/lib/libgice.so
 TOOL_BINS := $(TOOLS:%=$(BUILD)/bin/%)
 TEST_BINS := $(TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all deps test run asan tsan fuzz install clean bench loop
+.PHONY: all deps test run asan tsan fuzz install clean bench loop FORCE
 .SECONDARY:
 all: $(LIBA) $(LIBSO) $(TOOL_BINS) $(TEST_BINS)
 
@@ -71,15 +71,23 @@ $(BUILD)/obj/%.o: %.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
-$(LIBA): $(LIB_OBJS)
+# The library's list of objects, rewritten only when it changes: a file added to or dropped from
+# a module.mk relinks the library even when every object in the new list is older than it (an
+# object left from an earlier build of another commit).
+LIB_LIST := $(BUILD)/lib/objects.list
+$(LIB_LIST): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(LIB_OBJS)' | cmp -s - $@ || echo '$(LIB_OBJS)' >$@
+
+$(LIBA): $(LIB_OBJS) $(LIB_LIST)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  AR      $@")
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $(LIB_OBJS)
 
-$(LIBSO): $(LIB_OBJS)
+$(LIBSO): $(LIB_OBJS) $(LIB_LIST)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) -shared $(LDFLAGS) -o $@ $(LIB_OBJS) $(LDLIBS)
 
 $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIBA)
 	@mkdir -p $(dir $@)

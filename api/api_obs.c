@@ -113,7 +113,10 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* part of whole, times unit (0 when whole is). */
-static double share(uint64_t part, uint64_t whole, double unit) { return whole ? unit * (double)part / (double)whole : 0.0; }
+static double share(uint64_t part, uint64_t whole, double unit)
+{
+	return whole ? unit * (double)part / (double)whole : 0.0;
+}
 
 /* v sorted, n > 0: the p-quantile in us. */
 static double q_us(const uint64_t *v, uint32_t n, double p) { return (double)v[(uint32_t)(p * (n - 1) + 0.5)] / 1e3; }
@@ -168,8 +171,8 @@ static void print_text(char *line, size_t len, uint64_t *v[OBS_STAGES], const ui
 	OBS_PUT("gice stats: rank %u: CT busy share (the rest polling or asleep) / CPU share (spinning included):",
 		api_g.rank);
 	for (uint32_t i = 0; i < obs.n_ct; i++)
-		OBS_PUT(" d%u.ct%u %.1f%%/%.1f%%", obs.ct[i].gid, obs.ct[i].ct, share(obs.ct[i].busy_ns, obs.ct[i].alive_ns, 100),
-			share(obs.ct[i].cpu_ns, obs.ct[i].alive_ns, 100));
+		OBS_PUT(" d%u.ct%u %.1f%%/%.1f%%", obs.ct[i].gid, obs.ct[i].ct,
+			share(obs.ct[i].busy_ns, obs.ct[i].alive_ns, 100), share(obs.ct[i].cpu_ns, obs.ct[i].alive_ns, 100));
 	fprintf(stderr, "%s\n", line);
 }
 
