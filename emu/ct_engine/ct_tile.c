@@ -266,7 +266,8 @@ static int ct0_may_sleep_long(ct_engine_t *e)
 
 /* Whether a kernel of the device is at its link now: one waits and steps the CTs (steppers),
  * or, when lease_counts, issued a request within the lease (GICE_CT_LEASE_US; it looks at the
- * link at its next one). The two callers differ only in when an issuing kernel counts. */
+ * link at its next one). CT 0's sleep (kernel_nearby) and the CT loop differ only in when an
+ * issuing kernel counts. */
 static int kernel_at_link(ct_engine_t *e, uint64_t now, int lease_counts)
 {
 	return atomic_load_explicit(&e->steppers, memory_order_relaxed) ||
@@ -280,14 +281,6 @@ static int kernel_nearby(ct_engine_t *e)
 {
 	return kernel_at_link(e, gice_now_ns(), !ct_link_needs_timer(e, 1));
 }
-
-/* For a CT's passes: while a kernel is at the link, its CT threads make a pass per wake-up, not
- * pass after pass: on a machine whose cores its SM threads fill, a CT's passes take the
- * kernel's core, and its hold of the link stops the kernel's puts from joining the corked
- * bundle (each then leaves in a fabric send of its own). An issuing kernel does not count
- * while the CT's own step left requests queued (backlog: a full message pool or retirement
- * ring): it steps only the tiles it queues to. */
-static int kernel_active(ct_engine_t *e, uint64_t now, int backlog) { return kernel_at_link(e, now, !backlog); }
 
 /* CT 0's sleep when it found no work. It is the backstop of the link: messages in flight need
  * acks and retransmission timers; arriving packets ring it when no one polls
@@ -370,15 +363,19 @@ void *ct_thread(void *arg)
 			spins = 0;
 		}
 		now = gice_now_ns();
-		/* Work done: look again at once, unless a kernel is at the link (kernel_active): then
-		 * a pass per wake-up (it steps, or sends as it issues, and peers ring us at its
-		 * lease's end). None: spin a while, unless a kernel steps the CTs (not within a
-		 * millisecond of a kernel at the link either: that spared a CT's CPU but made an 8 B
-		 * ping-pong 2.5-5% slower). CT 0 polls on while a peer reads our memory
-		 * (ct_serve_start), even when CTs do not spin, unless a kernel steps. */
+		/* Work done: look again at once, unless a kernel is at the link (active): then a pass
+		 * per wake-up (it steps, or sends as it issues, and peers ring us at its lease's end).
+		 * On a machine whose cores its SM threads fill, a CT's passes take the kernel's core,
+		 * and its hold of the link stops the kernel's puts from joining the corked bundle
+		 * (each then leaves in a fabric send of its own). An issuing kernel does not count
+		 * while this CT's own step left requests queued (backlog: a full message pool or
+		 * retirement ring): it steps only the tiles it queues to. None: spin a while, unless
+		 * a kernel steps the CTs (docs/concepts.md: a longer rule cost ping-pong latency).
+		 * CT 0 polls on while a peer reads our memory (ct_serve_start), even when CTs do not
+		 * spin, unless a kernel steps. */
 		int serving = t->idx == 0 && ct_link_serving(e, now) &&
 			      !atomic_load_explicit(&e->steppers, memory_order_relaxed);
-		int active = !serving && kernel_active(e, now, backlog);
+		int active = !serving && kernel_at_link(e, now, !backlog);
 		if (work && !active)
 			continue;
 		if (!work && (serving || (!atomic_load_explicit(&e->steppers, memory_order_relaxed) &&
