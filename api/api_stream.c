@@ -52,6 +52,8 @@ static void run_block(void *arg, uint32_t block, uint32_t nblocks, uint32_t sm)
 							memory_order_relaxed);
 	}
 	l->fn(&k, l->size ? l->args : NULL);
+	if (api_g.wait_steps && !l->dev->host_mode) /* what its last wait left (ct_step.c) */
+		ct_engine_block_end(l->dev->ct);
 }
 
 /* Host mode: hand the kernel's operations so far to the host proxy (CT 0's queue, in issue

@@ -83,6 +83,7 @@ int ct_engine_create(const ct_engine_attr_t *attr, ct_engine_t **out)
 	}
 	e->resp_free = CT_NIL;
 	atomic_store_explicit(&e->cork_gid, CT_NIL, memory_order_relaxed);
+	atomic_store_explicit(&e->ackin_gid, CT_NIL, memory_order_relaxed);
 	e->resp_share = CT_RESP_MSGS; /* shared out as peers are added */
 	for (uint32_t i = attr->n_cts * CT_MSGS_PER_CT; i < n_msgs; i++) {
 		e->msgs[i].owner = CT_NIL;

@@ -241,7 +241,7 @@ static void note_cork(ct_engine_t *e, uint32_t keep)
 	uint32_t gid = e->bundle_len && e->bundle_cork ? e->bundle_gid : CT_NIL;
 
 	if (keep != CT_NIL && !e->bundle_len && !e->peers[keep].dead &&
-	    e->peers[keep].next_psn != e->peers[keep].acked_psn)
+	    e->peers[keep].next_psn != ct_acked_psn(e, &e->peers[keep]))
 		gid = keep;
 
 	if (atomic_load_explicit(&e->cork_gid, memory_order_relaxed) != gid)
@@ -282,6 +282,8 @@ static int link_pass(ct_engine_t *e, int mode)
 			ct_bundle_flush(e);
 		if (e->n_kick || e->kick_overflow)
 			kick_peers(e);
+		/* the request is out: now what an earlier pass left (ct_ack_in_defer) */
+		work += ct_ack_in_drain(e);
 		if (gice_unlikely(atomic_load_explicit(&e->n_kick_due, memory_order_relaxed)))
 			nudge_due(e, 0);
 		if (work || keep != CT_NIL)
@@ -290,6 +292,7 @@ static int link_pass(ct_engine_t *e, int mode)
 		return work;
 	}
 	ct_bundle_flush(e); /* before the poll: the peer gets them sooner */
+	work += ct_ack_in_drain(e); /* an earlier pass's (ct_ack_in_defer); this poll may leave one */
 	n = 0;
 	int polled = poll_needed(e);
 	if (polled) {
@@ -324,12 +327,14 @@ static int link_pass(ct_engine_t *e, int mode)
 	if (atomic_load_explicit(&e->reliable, memory_order_relaxed) && ct_link_busy(e)) {
 		uint64_t now = gice_now_ns();
 		if (now >= e->next_timer_ns) {
+			ct_ack_in_drain(e); /* an ACK just taken in: not a timeout */
 			work += ct_check_rto(e, now);
 			e->next_timer_ns = now + e->rto_min_ns / 4;
 		}
 	} else if (ct_msgs_live(e) && coarse >= e->next_timer_ns) {
 		/* without retransmission, pokes for overdue ACKs (not work: nothing moved); the
 		 * coarse clock paces them, a pass pays for no clock read */
+		ct_ack_in_drain(e);
 		ct_poke_silent(e, gice_now_ns());
 		e->next_timer_ns = coarse + e->rto_min_ns / 4;
 	}

@@ -107,9 +107,9 @@ void ct_complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
  * (bit i: psn cum + 1 + i arrived). Credits and retransmission state move at once; messages
  * complete only once we have received everything the acker sent before the ACK, so a NACK (or
  * response) sent before it is always seen first, whatever the fabric reorders or drops. */
-void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint64_t sack)
+void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint64_t sack, uint64_t t_rx)
 {
-	uint64_t now = gice_now_ns();
+	uint64_t now = t_rx; /* its round trip ends at its arrival, however late it is processed */
 
 	if (ct_psn_before(p->next_psn, cum)) {
 		uint64_t n = ct_stat_add(e, CT_STAT_rx_bad, 1);
@@ -170,6 +170,34 @@ void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint6
 		p->held_cum = cum;
 		p->held_fence = fence;
 	}
+}
+
+/* An ACK riding on a packet completes our messages; the packet's own data, landed in the same
+ * pass, is what a waiting kernel wants first. Its completions (the messages' ends, their counters
+ * and entries: ~70 ns an ACK) would come between that kernel's signal and its reply, on the
+ * round trip of a ping-pong; left for the next pass, they come after the reply's send instead
+ * (ct_link.c). That pass is the kernel's next request's or wait's, its block's end
+ * (ct_engine_block_end), or CT 0's: within GICE_CT_POLL_US when no kernel comes back to the
+ * link. What depends on the ACK meanwhile sees it: the cork counts it (ct_acked_psn); a send
+ * that lacks its credits, a timer, the watchdog and a peer's failure process it first. */
+void ct_ack_in_defer(ct_engine_t *e, uint32_t gid, uint32_t cum, uint32_t fence, uint64_t t_rx)
+{
+	ct_ack_in_drain(e);
+	e->ackin_cum = cum;
+	e->ackin_fence = fence;
+	e->ackin_t = t_rx;
+	atomic_store_explicit(&e->ackin_gid, gid, memory_order_relaxed);
+}
+
+int ct_ack_in_drain(ct_engine_t *e)
+{
+	uint32_t gid = atomic_load_explicit(&e->ackin_gid, memory_order_relaxed);
+
+	if (gid == CT_NIL)
+		return 0;
+	atomic_store_explicit(&e->ackin_gid, CT_NIL, memory_order_relaxed);
+	ct_rx_ack(e, &e->peers[gid], e->ackin_cum, e->ackin_fence, 0, e->ackin_t);
+	return 1;
 }
 
 /* Without retransmission (a reliable provider), a same-host peer whose ACK of our oldest packet

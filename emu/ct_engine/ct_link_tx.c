@@ -485,6 +485,11 @@ int ct_send_pending(ct_engine_t *e)
 {
 	if (mpg_idle(e))
 		return 0;
+	/* credits the ACK left for this pass frees (ct_ack_in_defer): before sending, if its
+	 * peer has none without it */
+	uint32_t ackin = atomic_load_explicit(&e->ackin_gid, memory_order_relaxed);
+	if (ackin != CT_NIL && ct_tx_window_full(e, &e->peers[ackin]))
+		ct_ack_in_drain(e);
 	int work = pull_rings(e), full = 0, sent = 1;
 	/* one clock read stamps the packets of this pass (their t_tx: RTT samples, the trace's
 	 * first transmission, heartbeats), as one stamps all that a poll found (link_pass) */

@@ -49,6 +49,7 @@ static uint32_t fail_peer_msgs(ct_engine_t *e, uint32_t gid, int status)
 	ct_peer_t *p = &e->peers[gid];
 	uint32_t n = 0, idx;
 
+	ct_ack_in_drain(e); /* what it acknowledged completed (ct_ack_in_defer) */
 	while ((idx = ct_fifo_pop(e, &p->wait_head, &p->wait_tail)) != CT_NIL) {
 		n += e->msgs[idx].kind <= MK_FENCE;
 		fail_msg(e, idx, status);
@@ -242,6 +243,7 @@ int ct_link_watch(ct_engine_t *e, uint64_t now, ct_event_cb cb, void *arg)
 	if (!ct_link_wait_turn(e, 10000000))
 		return link_stuck(e, now, cb, arg);
 	atomic_store_explicit(&e->stuck_told, 0, memory_order_relaxed); /* it moves: a next stuck spell is told */
+	ct_ack_in_drain(e); /* the peers as their ACKs say (ct_ack_in_defer) */
 	/* the time now, under the lock: the peers' stamps (written under it) are not later; a now
 	 * read before a preemption would make a fresh stamp look 2^64 ns old */
 	now = GICE_MAX(now, gice_now_ns());

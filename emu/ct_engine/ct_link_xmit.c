@@ -104,7 +104,7 @@ int ct_xmit(ct_engine_t *e, ct_peer_t *p, uint8_t *hdr, const void *payload, uin
 			ct_stat_link(&e->st[CT_STAT_fab_sends], 1);
 	} else {
 		if (!e->bundle_len)
-			e->bundle_cork = p->next_psn != p->acked_psn;
+			e->bundle_cork = p->next_psn != ct_acked_psn(e, p);
 		memcpy(e->bundle + e->bundle_len, hdr, CT_HDR_BYTES);
 		if (plen)
 			memcpy(e->bundle + e->bundle_len + CT_HDR_BYTES, payload, plen);

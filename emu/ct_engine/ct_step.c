@@ -167,4 +167,10 @@ void ct_engine_stepping(ct_engine_t *e, int on)
 		tm_doorbell_ring(e->attr.tm, 0);
 }
 
+void ct_engine_block_end(ct_engine_t *e)
+{
+	if (atomic_load_explicit(&e->ackin_gid, memory_order_relaxed) != CT_NIL && !hung(e))
+		ct_link_progress(e);
+}
+
 uint64_t ct_engine_spin_ns(const ct_engine_t *e) { return e->spin_cfg_ns; }
