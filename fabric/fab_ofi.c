@@ -211,13 +211,18 @@ static int ofi_send(fab_ep_t *ep, fab_addr_t dest, const void *hdr, size_t hlen,
 	total = hlen + plen;
 
 	if (total <= e->inject_size) {
-		memcpy(e->staging, hdr, hlen);
-		if (plen)
+		/* the provider copies what it injects: one piece (a bundle) goes as it is, two are
+		 * put together first */
+		const void *buf = hdr;
+		if (plen) {
+			memcpy(e->staging, hdr, hlen);
 			memcpy((char *)e->staging + hlen, payload, plen);
-		 rc = fi_inject(e->ep, e->staging, total, dest);
+			buf = e->staging;
+		}
+		rc = fi_inject(e->ep, buf, total, dest);
 		if (rc == -FI_EAGAIN) {
 			ofi_progress(e);
-			rc = fi_inject(e->ep, e->staging, total, dest);
+			rc = fi_inject(e->ep, buf, total, dest);
 		}
 		goto out_status;
 	}

@@ -114,7 +114,9 @@ void ct_engine_submitted(ct_engine_t *e, uint32_t ct)
 		pub_bytes = t->pub_bytes;
 		pub_puts = t->pub_puts;
 		ct_own_drop(t);
-		atomic_store_explicit(&t->hb_ns, gice_coarse_ns(), memory_order_relaxed);
+		/* the request's stamp when held (api_push_req): no clock read per put */
+		atomic_store_explicit(&t->hb_ns, gice_clock_held ? gice_clock_held : gice_coarse_ns(),
+				      memory_order_relaxed);
 	}
 	/* Puts that join the corked bundle are done: the kernel is issuing a burst, and the bundle
 	 * leaves whole when it is full or the kernel stops (as TCP_CORK; MSG_MORE). They neither
