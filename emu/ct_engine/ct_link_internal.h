@@ -47,7 +47,6 @@ int ct_send_pending(struct ct_engine *e);
  * to send; its last out; nothing, no credit; nothing, the fabric takes no more now; the message
  * and those sent with it are on their way or failed (PUTS). */
 enum { CT_SEND_OK, CT_SEND_DONE, CT_SEND_BLOCKED, CT_SEND_FULL, CT_SEND_TAKEN };
-/* The peer's window of unacknowledged packets is full (credits; congestion window). */
 /* p's acknowledged psn, counting the ACK left for the next pass (ct_ack_in_defer): what the
  * peer has told us it received, for the cork (ct_link_xmit.c, ct_link.c). Credits and the
  * retransmission ring move only when it is processed. */
@@ -58,6 +57,7 @@ static inline uint32_t ct_acked_psn(const struct ct_engine *e, const ct_peer_t *
 		return e->ackin_cum;
 	return p->acked_psn;
 }
+/* The peer's window of unacknowledged packets is full (credits; congestion window). */
 static inline int ct_tx_window_full(const struct ct_engine *e, const ct_peer_t *p)
 {
 	return p->next_psn - p->acked_psn >= e->credits ||

@@ -388,6 +388,7 @@ void ct_link_cancel_all(ct_engine_t *e)
 {
 	uint32_t n = e->attr.n_cts * CT_MSGS_PER_CT + CT_RESP_MSGS;
 
+	ct_ack_in_drain(e); /* what it acknowledged completed (ct_ack_in_defer) */
 	for (uint32_t i = 0; i < n; i++) {
 		ct_msg_t *m = &e->msgs[i];
 		if (m->state == MS_FREE)
