@@ -233,7 +233,8 @@ typedef struct {
 } ct_peer_info_t;
 
 /* Progress by the device's kernels (ct_step.c; never from a host thread). step: run the step of
- * every CT not held by another thread, and the link if free; returns the work done (0: nothing
+ * every CT not held by another thread, and the link if free (a waiting kernel's pass: the ACKs
+ * riding on what it takes in are processed by the next one); returns the work done (0: nothing
  * moved). submitted: a kernel has just queued a request on CT ct with tm_queue_put: step that
  * CT now if free, else ring it. stepping: a kernel starts (1) or stops (0) stepping while it
  * waits: the CT threads leave it the cores meanwhile; stopping takes one last step. */

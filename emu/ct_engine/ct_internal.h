@@ -357,6 +357,7 @@ struct ct_engine {
 	_Atomic uint32_t ackin_gid;
 	uint32_t ackin_cum, ackin_fence;
 	uint64_t ackin_t;
+	uint8_t ack_defer; /* this pass is a waiting kernel's: riding ACKs are left (ct_link.c) */
 	uint32_t pass;         /* link passes (ct_link.c; never 0): a message end is acked by the next */
 	uint64_t next_timer_ns; /* next retransmission check */
 	ct_trace_t trace[CT_TRACE_RING];

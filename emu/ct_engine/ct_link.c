@@ -256,7 +256,10 @@ static void note_cork(ct_engine_t *e, uint32_t keep)
 		ct_stat_link(&e->st[CT_STAT_bundle_joins], old >> 32);
 }
 
-enum { PASS_FULL, PASS_LOOK, PASS_SEND, PASS_PUSH };
+/* A pass: full (polls, timers), a look (the same, as the last before a sleep), a waiting
+ * kernel's full pass (PASS_WAIT: the ACKs riding on what it takes in are left for the next pass,
+ * ct_ack_in_defer), one that only sends, one that also sends the corked bundle. */
+enum { PASS_FULL, PASS_LOOK, PASS_WAIT, PASS_SEND, PASS_PUSH };
 
 static int link_pass(ct_engine_t *e, int mode)
 {
@@ -265,6 +268,7 @@ static int link_pass(ct_engine_t *e, int mode)
 
 	if (mode != PASS_LOOK && !++e->pass)
 		e->pass = 1;
+	e->ack_defer = mode == PASS_WAIT;
 	/* send first: a new request goes out before this pass pays for polling (a syscall on
 	 * socket providers) */
 	work = ct_send_pending(e);
@@ -378,6 +382,8 @@ static int progress(ct_engine_t *e, int mode)
 }
 
 int ct_link_progress(ct_engine_t *e) { return progress(e, PASS_FULL); }
+
+int ct_link_progress_waiting(ct_engine_t *e) { return progress(e, PASS_WAIT); }
 
 int ct_link_look(ct_engine_t *e) { return progress(e, PASS_LOOK); }
 int ct_link_send(ct_engine_t *e) { return progress(e, PASS_SEND); }

@@ -10,6 +10,9 @@
 /* One pass of the link if no one else holds it; a holder comes round again for what was handed
  * over meanwhile (link_pending). Returns the work done. */
 int ct_link_progress(struct ct_engine *e);
+/* The same for a waiting kernel: the ACKs riding on what it takes in wait for the next pass
+ * (ct_ack_in_defer), after the kernel has seen what it waits for. */
+int ct_link_progress_waiting(struct ct_engine *e);
 /* The same, as a last look before sleeping (a waiting kernel that stops stepping): it takes in
  * what arrived but leaves the ACKs of message ends owed to the next pass, so that a reply the
  * kernel sends next carries them. */

@@ -454,10 +454,12 @@ void ct_rx_packet(ct_engine_t *e, const uint8_t *buf, size_t len, fab_addr_t fro
 	} else {
 		ct_rx_request(e, p, &h, buf + CT_HDR_BYTES);
 	}
-	/* an ack riding on the packet: it covers what the peer received before sending it; its
-	 * completions wait for the next pass (ct_ack_in_defer) */
-	if (h.flags & CT_HF_ACK)
+	/* an ack riding on the packet: it covers what the peer received before sending it; in a
+	 * waiting kernel's pass its completions wait for the next pass (ct_ack_in_defer) */
+	if ((h.flags & CT_HF_ACK) && e->ack_defer)
 		ct_ack_in_defer(e, h.src_gid, h.ack, h.psn + 1, gice_now_ns());
+	else if (h.flags & CT_HF_ACK)
+		ct_rx_ack(e, p, h.ack, h.psn + 1, 0, gice_now_ns());
 	/* an ack that waited for the packets we had not yet received from this peer */
 	if (p->ack_held && !ct_psn_before(p->rx_next_psn, p->held_fence)) {
 		p->ack_held = 0;
