@@ -554,14 +554,17 @@ END_TEST
 
 /* ---------------------------------------------------------------- across processes */
 
-/* The environment of the ranks of the tests below: faults, a 500 ms timeout, every byte
- * through libfabric. */
+/* The environment of the ranks of the tests below: faults, a 500 ms timeout (scaled: under
+ * TSan three ranks on 2 cores went silent for over 500 ms before the kill of test_killed_rank,
+ * their heartbeats starved, and took each other for hung: 2 runs of 3, before and after
+ * 2026-12-05), every byte through libfabric. */
 static const char *const *job_env(const char *faults)
 {
-	static char f[128];
-	static const char *env[] = {f, "GICE_TIMEOUT_MS=500", "GICE_PLANE=net", NULL};
+	static char f[128], t[48];
+	static const char *env[] = {f, t, "GICE_PLANE=net", NULL};
 
 	snprintf(f, sizeof(f), "GICE_FAULTS=%s", faults);
+	snprintf(t, sizeof(t), "GICE_TIMEOUT_MS=%llu", (unsigned long long)test_scaled(500));
 	return env;
 }
 
@@ -572,7 +575,8 @@ struct shared {
 
 /* rank 1 hangs (hang_rank=1@1s: its CTs and link stop, no heartbeats; late enough that a slow
  * start under a sanitizer is over); rank 0 puts to it 1.1 s after its start: the put's waiter
- * gets GICE_ERR_PEER_HUNG (its process is alive: hung, not dead) within 2x GICE_TIMEOUT_MS (1 s). */
+ * gets GICE_ERR_PEER_HUNG (its process is alive: hung, not dead) within 2x GICE_TIMEOUT_MS (1 s,
+ * scaled). */
 static int hang_rank_fn(int rank, int size)
 {
 	gice_device_t *d;
