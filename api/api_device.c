@@ -303,7 +303,7 @@ int gice_device_open(const gice_device_attr_t *attr, gice_device_t **out)
 		pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
 	if (rc)
 		goto err_ep;
-	if (api_g.wait_steps && !d->host_mode)
+	if (api_kernel_steps(d))
 		smt_set_engine_step(d->smt, engine_step, d->ct);
 	d->has_mr = ct_engine_mr(d->ct, &d->mr) == GICE_OK;
 

@@ -179,6 +179,9 @@ extern const gice_param_t api_params[];
 
 static inline uint64_t api_timeout_ns(uint64_t ms) { return ms ? ms * 1000000ull : api_g.timeout_ns; }
 
+/* Whether d's kernels step its CTs while they wait (ct_step.c): GICE_WAIT_PROGRESS, device mode. */
+static inline int api_kernel_steps(const gice_device_t *d) { return api_g.wait_steps && !d->host_mode; }
+
 /* Device offset of ptr: GICE_ERR_UNREGISTERED outside the device's memory. */
 static inline int api_dev_off(const gice_device_t *d, const void *ptr, uint64_t *off)
 {

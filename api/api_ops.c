@@ -109,8 +109,6 @@ static void step_done(void *arg)
 	}
 }
 
-static int kernel_steps(const gice_device_t *d) { return api_g.wait_steps && !d->host_mode; }
-
 /* Wait on counter c of d (idle: timeout_ns measures a stall, tm_counter_wait_idle); steps: the
  * caller is a kernel of d that may step its CTs. */
 static int ctr_wait(gice_device_t *d, uint32_t c, tm_cmp_t cmp, uint64_t v, uint64_t timeout_ns, int idle,
@@ -260,7 +258,7 @@ int api_push_req(gice_device_t *d, ct_req_t *r, int by_kernel, const char *who)
 	uint64_t now = gice_now_ns();
 	if (!r->t_issue) /* host mode: the kernel's call stamped it */
 		r->t_issue = now;
-	int steps = by_kernel && kernel_steps(d);
+	int steps = by_kernel && api_kernel_steps(d);
 	while ((rc = tm_queue_put(d->tm, ct, r, sizeof(*r), &ticket)) == GICE_ERR_AGAIN) {
 		now = 0; /* the time has moved on */
 		/* queue full: the CT is behind; wait for room, not forever */
@@ -439,7 +437,7 @@ int gice_wait_until(gice_kctx_t *k, gice_counter_t c, gice_cmp_t cmp, uint64_t v
 	uint64_t seen = 0;
 
 	if (!rc)
-		rc = wait_counter(k->dev, c, cmp, value, timeout_us * 1000ull, kernel_steps(k->dev), &seen,
+		rc = wait_counter(k->dev, c, cmp, value, timeout_us * 1000ull, api_kernel_steps(k->dev), &seen,
 				  API_EV_WAIT_KERNEL, "gice_wait_until");
 	/* a failure reaches the host through the kernel's stream, but a poll that timed out at the
 	 * caller's own timeout is the caller's business */
@@ -464,7 +462,7 @@ int gice_quiet(gice_kctx_t *k)
 	int rc = api_launch_flush(k);
 
 	if (!rc)
-		rc = quiet(k->dev, 0, kernel_steps(k->dev), "gice_quiet");
+		rc = quiet(k->dev, 0, api_kernel_steps(k->dev), "gice_quiet");
 	if (rc)
 		api_kernel_failed(k, rc, "gice_quiet");
 	return rc;

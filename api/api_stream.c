@@ -52,7 +52,7 @@ static void run_block(void *arg, uint32_t block, uint32_t nblocks, uint32_t sm)
 							memory_order_relaxed);
 	}
 	l->fn(&k, l->size ? l->args : NULL);
-	if (api_g.wait_steps && !l->dev->host_mode) /* what its last wait left (ct_step.c) */
+	if (api_kernel_steps(l->dev)) /* what its last wait left (ct_step.c) */
 		ct_engine_block_end(l->dev->ct);
 }
 

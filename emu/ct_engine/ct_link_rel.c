@@ -175,7 +175,7 @@ void ct_rx_ack(ct_engine_t *e, ct_peer_t *p, uint32_t cum, uint32_t fence, uint6
 /* An ACK riding on a packet completes our messages; the packet's own data, landed in the same
  * pass, is what a waiting kernel wants first (the pass is its wait's: PASS_WAIT, ct_link.c; CT
  * 0's and the stream threads' process it at once). Its completions (the messages' ends, their counters
- * and entries: ~70 ns an ACK) would come between that kernel's signal and its reply, on the
+ * and entries) would come between that kernel's signal and its reply, on the
  * round trip of a ping-pong; left for the next pass, they come after the reply's send instead
  * (ct_link.c). That pass is the kernel's next request's or wait's, its block's end
  * (ct_engine_block_end), or CT 0's: within GICE_CT_POLL_US when no kernel comes back to the

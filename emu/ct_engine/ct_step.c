@@ -15,9 +15,10 @@ static int hung(ct_engine_t *e)
 	return gice_unlikely(hang != 0) && gice_now_ns() >= hang;
 }
 
-/* look: the last pass before the kernel stops stepping; waiting: a kernel's wait (its riding
- * ACKs left for the next pass); else a stream thread's. */
-static int step(ct_engine_t *e, int look, int waiting, uint32_t ring)
+/* Step every tile not held elsewhere, then make link pass pass: ct_link_progress_waiting for a
+ * kernel's wait (its riding ACKs left for the next pass), ct_link_look for its last step before
+ * it stops stepping, ct_link_progress for a stream thread's. */
+static int step(ct_engine_t *e, int (*pass)(ct_engine_t *), uint32_t ring)
 {
 	uint64_t now = gice_coarse_ns(); /* a heartbeat for the watchdog */
 	int work = 0;
@@ -38,11 +39,10 @@ static int step(ct_engine_t *e, int look, int waiting, uint32_t ring)
 		/* the tile moved: the watchdog must not call it stalled (its thread may be) */
 		atomic_store_explicit(&t->hb_ns, now, memory_order_relaxed);
 	}
-	/* once for all of them */
-	return work + (look ? ct_link_look(e) : waiting ? ct_link_progress_waiting(e) : ct_link_progress(e));
+	return work + pass(e); /* once for all of them */
 }
 
-int ct_engine_step(ct_engine_t *e) { return step(e, 0, 1, 0); }
+int ct_engine_step(ct_engine_t *e) { return step(e, ct_link_progress_waiting, 0); }
 
 int ct_engine_step_ring(ct_engine_t *e, uint32_t ring)
 {
@@ -52,7 +52,7 @@ int ct_engine_step_ring(ct_engine_t *e, uint32_t ring)
 				tm_doorbell_ring(e->attr.tm, c);
 		return 0;
 	}
-	return step(e, 0, 0, ring);
+	return step(e, ct_link_progress, ring);
 }
 
 /* Whether what a step just handed to the MPG (ct_tile_t.pub_peer, pub_bytes) are small puts to
@@ -163,7 +163,7 @@ void ct_engine_stepping(ct_engine_t *e, int on)
 	 * answer and its next request. The ACKs it owes wait for the next pass: the kernel's next
 	 * request may carry them (ct_link_look). */
 	if (!ct_link_nothing_announced(e))
-		step(e, 1, 0, 0);
+		step(e, ct_link_look, 0);
 	if (!left)
 		ct_link_settle(e);
 	/* The last to leave hands the link back to CT 0, which may have parked beside us
