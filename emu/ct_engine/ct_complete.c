@@ -73,9 +73,12 @@ static void flush(ct_adds_t *b)
 		atomic_fetch_sub_explicit(&e->msgs_adj, b->live, memory_order_release); /* ct_msgs_live */
 	if (b->rel_first != CT_NIL)
 		give_back(e, &e->tiles[b->rel_owner], b->rel_first, b->rel_last);
+	if (b->progress)
+		tm_progress(e->attr.tm);
 	for (uint32_t i = 0; i < b->n_ids; i++)
 		tm_counter_add(e->attr.tm, b->id[i], b->n[i]);
 	b->done = b->failed = b->live = 0;
+	b->progress = 0;
 	b->rel_first = CT_NIL;
 	b->n_ids = 0;
 }
@@ -189,10 +192,14 @@ void ct_complete_counter(ct_engine_t *e, uint32_t counter, int status)
 	if (status != GICE_OK)
 		atomic_compare_exchange_strong_explicit(&e->first_fail, &ok, status, memory_order_relaxed,
 							memory_order_relaxed);
-	tm_progress(e->attr.tm);
+	ct_adds_t *b = batch(e);
+
+	if (b) /* noted once for all of the batch's (tm_progress: a clock read) */
+		b->progress = 1;
+	else
+		tm_progress(e->attr.tm);
 	if (counter == TM_NONE)
 		return;
-	ct_adds_t *b = batch(e);
 
 	if (status == GICE_OK) {
 		counter_addn(e, counter, 1);

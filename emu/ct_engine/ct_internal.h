@@ -549,6 +549,7 @@ typedef struct ct_adds {
 	uint64_t done, failed, live;      /* ops_done, ops_failed, messages no longer live */
 	ct_retire_seq_t *seq[2];          /* retirement sequences to advance */
 	uint32_t n_seq;
+	int progress;                     /* an operation ended: tm_progress at the end */
 	uint32_t rel_owner, rel_first, rel_last; /* messages to give back to tile rel_owner: a
 						   * chain from rel_first (CT_NIL: none) */
 } ct_adds_t;

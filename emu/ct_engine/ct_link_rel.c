@@ -87,20 +87,30 @@ static void cwnd_cut(ct_engine_t *e, ct_peer_t *p, int timeout)
 	p->recover = p->next_psn;
 }
 
-/* Complete the waiting messages whose every packet is below cum. */
+/* Complete the waiting messages whose every packet is below cum. One clock read stamps them all
+ * (their traces' ends), as in a pass that took packets in: an ACK left for the next pass
+ * (ct_ack_in_drain) comes to it with no clock held, and a window's ACK completes dozens. */
 void ct_complete_upto(ct_engine_t *e, ct_peer_t *p, uint32_t cum)
 {
 	ct_adds_t adds;
+	int hold = 0;
 
 	ct_adds_begin(e, &adds);
 	while (p->wait_head != CT_NIL && ct_psn_before(e->msgs[p->wait_head].last_psn, cum)) {
 		uint32_t idx = ct_fifo_pop(e, &p->wait_head, &p->wait_tail);
 		ct_msg_t *m = &e->msgs[idx];
 		m->need &= (uint8_t)~NEED_ACK;
-		if (!m->need)
-			ct_complete_msg(e, idx);
+		if (m->need)
+			continue;
+		if (!hold && !gice_clock_held) {
+			hold = 1;
+			gice_clock_hold();
+		}
+		ct_complete_msg(e, idx);
 	}
 	ct_adds_end(&adds);
+	if (hold)
+		gice_clock_release();
 }
 
 /* An ACK: cum (every psn below it arrived), fence (the acker's next psn towards us) and sack
