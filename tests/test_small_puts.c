@@ -4,6 +4,8 @@
  * 1 to a counter there, and waits for their completions.
  * - By default, most of them travel as entries of PUTS packets (tx_small_puts), fewer packets
  *   than puts leave, and each put lands whole at its offset with its signal, over shm and tcp.
+ * - Signals to two counters, adds and a set, mixed in one burst: each counter ends at what the
+ *   puts' order gives, though the receiver sums runs of adds within a packet.
  * - One put of a burst with a bad key fails alone: its completion records GICE_ERR_BAD_KEY, its
  *   bytes and signal never land, the 63 others do; the receiver sent one NACK.
  * - With packets dropped (GICE_FAULTS drop=0.3, small puts asked for explicitly), lost PUTS packets
@@ -183,6 +185,69 @@ START_TEST(lost_small_puts_are_sent_again)
 }
 END_TEST
 
+/* One burst of 8-byte puts whose signals mix two counters, adds and a set: j = 40 sets A to
+ * 1000, every third put outside 36..44 adds j + 1 to B, the others add 1 to A (a run of adds
+ * on each side of the set). The receiver sums a run of adds to
+ * one counter within a packet (ct_rx_signals_batch): the runs before the set must land before it,
+ * those after it after, and a run must end where another counter's signal comes. */
+#define MIXED_SET 40u
+struct mixed {
+	gice_counter_t done, a, b;
+	_Atomic int rc;
+};
+
+static int to_counter_b(uint32_t j) { return j % 3 == 0 && (j + 4 < MIXED_SET || j > MIXED_SET + 4); }
+
+static void mixed_kernel(gice_kctx_t *k, void *arg)
+{
+	struct mixed *m = *(struct mixed **)arg;
+
+	for (uint32_t j = 0; j < PUTS; j++) {
+		int set = j == MIXED_SET, to_b = to_counter_b(j);
+		int r = gice_put_signal(k, conn, key[1], (uint64_t)j * SLOT, buf[0] + j * SLOT, 8, to_b ? m->b : m->a,
+					set ? 1000 : to_b ? j + 1 : 1, set ? 0 : GICE_SIGNAL_ADD, m->done);
+		if (r) {
+			atomic_store(&m->rc, r);
+			return;
+		}
+	}
+	int r = gice_wait_until(k, m->done, GICE_CMP_GE, PUTS, 0, NULL);
+	if (r)
+		atomic_store(&m->rc, r);
+}
+
+START_TEST(signals_summed_in_a_packet_keep_their_order)
+{
+	struct mixed m = {0}, *mp = &m;
+	uint64_t want_a = 1000, want_b = 0;
+	gice_stream_t *s;
+	gice_stats_t st;
+
+	open_pair("shm");
+	ck_assert_int_eq(gice_counter_alloc(dev[0], &m.done), GICE_OK);
+	ck_assert_int_eq(gice_counter_alloc(dev[1], &m.a), GICE_OK);
+	ck_assert_int_eq(gice_counter_alloc(dev[1], &m.b), GICE_OK);
+	for (uint32_t j = 0; j < PUTS; j++) {
+		if (to_counter_b(j))
+			want_b += j + 1;
+		else if (j > MIXED_SET)
+			want_a++;
+	}
+	ck_assert_int_eq(gice_stream_create(dev[0], &s), GICE_OK);
+	ck_assert_int_eq(gice_launch(s, mixed_kernel, 1, &mp, sizeof(mp)), GICE_OK);
+	ck_assert_int_eq(gice_stream_sync(s, test_scaled(60000)), GICE_OK);
+	ck_assert_int_eq(atomic_load(&m.rc), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[1], m.b, GICE_CMP_GE, want_b, (int)test_scaled(10000), NULL), GICE_OK);
+	ck_assert_int_eq(gice_counter_wait(dev[1], m.a, GICE_CMP_GE, want_a, (int)test_scaled(10000), NULL), GICE_OK);
+	ck_assert_uint_eq(gice_counter_read(dev[1], m.a), want_a);
+	ck_assert_uint_eq(gice_counter_read(dev[1], m.b), want_b);
+	ck_assert_int_eq(gice_stream_destroy(s), GICE_OK);
+	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	ck_assert_uint_ge(st.tx_small_puts, PUTS / 2); /* they did share packets */
+	close_pair();
+}
+END_TEST
+
 static void each_alone(const char *env, const char *value)
 {
 	setenv(env, value, 1);
@@ -225,6 +290,7 @@ int main(void)
 	tcase_add_test(tc, small_puts_share_packets_over_shm);
 	tcase_add_test(tc, small_puts_share_packets_over_tcp);
 	tcase_add_test(tc, a_bad_key_fails_its_put_alone);
+	tcase_add_test(tc, signals_summed_in_a_packet_keep_their_order);
 	tcase_add_test(tc, lost_small_puts_are_sent_again);
 	tcase_add_test(tc, zero_sends_each_put_alone);
 	tcase_add_test(tc, faults_send_each_put_alone);

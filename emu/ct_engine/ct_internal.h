@@ -250,6 +250,11 @@ struct ct_engine {
 	_Atomic int csum_tx;  /* send CRC32C (peers check a packet that carries one): run-time faults */
 	int auth;             /* GICE_CT_AUTH: sign packets with attr.job_key, check MAC and sender */
 	uint64_t n_refused;   /* requests refused (NACKed): for rate-limited logging */
+	/* while a PUTS packet lands (ct_rx_puts): the adds its puts signal to one counter, summed
+	 * (sig_src: the peer, CT_NIL while no sum is open; ct_link_rx.c) */
+	int sig_batch;
+	uint32_t sig_src, sig_id;
+	uint64_t sig_sum;
 	int rma;           /* device memory registered for remote reads */
 	fab_mr_info_t mr;
 	/* read grants: the registered regions exposed to peers' reads (ct_grant.c; link lock) */

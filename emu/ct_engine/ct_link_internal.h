@@ -90,6 +90,11 @@ int ct_puts_start(const struct ct_engine *e, uint32_t q, uint32_t idx);
 int ct_puts_send(struct ct_engine *e, uint32_t q, uint32_t idx);
 const void *ct_puts_rebuild(struct ct_engine *e, ct_peer_t *p, const uint8_t *hdr, uint32_t plen);
 void ct_rx_puts(struct ct_engine *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload);
+/* Around the puts of one PUTS packet (ct_rx_puts): the adds they signal, landed one after
+ * another, are written as one add per run of puts to the same counter, at the run's end (each
+ * put's bytes are in place before the add that covers it: a waiter sees what it counts). */
+void ct_rx_signals_batch(struct ct_engine *e);
+void ct_rx_signals_flush(struct ct_engine *e);
 void ct_rx_request(struct ct_engine *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *payload);
 /* Send one encoded packet to p: it joins the bundle of packets to p that leaves at the end of
  * the pass (ct_bundle_flush, also before a packet to another peer or a large one). */

@@ -140,6 +140,7 @@ void ct_rx_puts(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *
 
 	put.op = CT_PKT_PUT;
 	put.moff = 0;
+	ct_rx_signals_batch(e);
 	for (uint64_t i = 0; i < h->value; i++) {
 		ct_put_entry_t pe;
 		payload += ct_proto_entry_parse(payload, &pe);
@@ -152,4 +153,5 @@ void ct_rx_puts(ct_engine_t *e, ct_peer_t *p, const ct_hdr_t *h, const uint8_t *
 		put.value = pe.value;
 		ct_rx_request(e, p, &put, pe.data);
 	}
+	ct_rx_signals_flush(e);
 }

@@ -86,20 +86,60 @@ static int signal_ok(const ct_engine_t *e, uint32_t id)
 	return tm_counter_allocated(e->attr.tm, id) == 0 ? GICE_ERR_NOT_FOUND : GICE_OK;
 }
 
+static void signal_write(ct_engine_t *e, uint32_t src, uint32_t id, uint64_t v, int add)
+{
+	if (add)
+		tm_counter_add(e->attr.tm, id, v);
+	else
+		tm_counter_set(e->attr.tm, id, v);
+	note_signal(&e->peers[src], id);
+}
+
+/* Write the open run of summed adds, if any (ct_rx_signals_batch). */
+static void run_end(ct_engine_t *e)
+{
+	if (e->sig_src != CT_NIL)
+		signal_write(e, e->sig_src, e->sig_id, e->sig_sum, 1);
+	e->sig_src = CT_NIL;
+}
+
+void ct_rx_signals_batch(ct_engine_t *e)
+{
+	e->sig_batch = 1;
+	e->sig_src = CT_NIL;
+}
+
+void ct_rx_signals_flush(ct_engine_t *e)
+{
+	run_end(e);
+	e->sig_batch = 0;
+}
+
 static void apply_signal(ct_engine_t *e, uint32_t src, const ct_rx_slot_t *s)
 {
-	int rc = signal_ok(e, s->sig_id);
+	int rc = signal_ok(e, s->sig_id), add = !!(s->flags & CT_HF_SIG_ADD);
 
 	/* validated at every packet; only a counter freed since (a strong signal waits) gets here */
 	if (rc) {
 		signal_reject_log(e, src, s->id1 - 1, s->sig_id, rc, "freed after the put was accepted; not applied");
 		return;
 	}
-	if (s->flags & CT_HF_SIG_ADD)
-		tm_counter_add(e->attr.tm, s->sig_id, s->value);
-	else
-		tm_counter_set(e->attr.tm, s->sig_id, s->value);
-	note_signal(&e->peers[src], s->sig_id);
+	if (!e->sig_batch) {
+		signal_write(e, src, s->sig_id, s->value, add);
+		return;
+	}
+	if (add && e->sig_src == src && e->sig_id == s->sig_id) {
+		e->sig_sum += s->value;
+		return;
+	}
+	run_end(e); /* the run so far first: the writes keep their order */
+	if (!add) {
+		signal_write(e, src, s->sig_id, s->value, 0);
+		return;
+	}
+	e->sig_src = src; /* a new run */
+	e->sig_id = s->sig_id;
+	e->sig_sum = s->value;
 }
 
 /* A request message has landed: weak signals apply now, strong ones once every earlier
