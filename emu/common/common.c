@@ -1,4 +1,4 @@
-/* common.c: status names, logging, time, futex, random. */
+/* common.c: status names, logging, CPUs, futex, random (the clocks: clock.c). */
 #include "emu/common/common.h"
 #include "emu/common/tsan.h"
 
@@ -119,24 +119,6 @@ void gice_log_write(int level, const char *subsys, const char *file, int line, c
 	/* One write per line so lines of different threads do not interleave. */
 	fprintf(stderr, "gice[%s] %s %s: %s (%s:%d)\n", who, level_names[level], subsys, msg, base ? base + 1 : file,
 		line);
-}
-
-__thread uint64_t gice_clock_held __attribute__((tls_model("initial-exec")));
-
-uint64_t gice_clock_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t gice_coarse_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 uint32_t gice_cpus_usable(void)

@@ -41,7 +41,10 @@ void gice_log_write(int level, const char *subsys, const char *file, int line, c
 #define gice_trace(subsys, ...) gice_log(GICE_LOG_TRACE, subsys, __VA_ARGS__)
 
 /* ---- time ---- */
-uint64_t gice_clock_ns(void); /* CLOCK_MONOTONIC, read now */
+uint64_t gice_clock_ns(void); /* CLOCK_MONOTONIC, read now (through the TSC where invariant: clock.c) */
+/* What gice_clock_ns reads: "tsc" once its scale is measured (the process's first 20 ms), else
+ * "CLOCK_MONOTONIC". */
+const char *gice_clock_source(void);
 /* A thread may hold its clock for a short burst of work that stamps much (a link pass taking in
  * what arrived: packets, counters, traces): gice_now_ns() then returns the held time, one clock
  * read for the burst instead of one per stamp (~20 ns each). Held only within such a burst,
