@@ -20,6 +20,10 @@
  *   in; when the kernel's block ends right after, its end processes it: the put's completion is
  *   in its counter when the stream's sync returns (else CT 0 would find it at its next poll,
  *   5 s later); when the kernel computes instead, CT 0 processes it within GICE_CT_POLL_US.
+ *   When that ACK completes what the kernel waits for (windows of 16 puts, each waited for, then
+ *   the peer's answer, as gice-bench rate), the pass ends there and the kernel returns: the ACK
+ *   it owes for the answer rides on its next put (fewer than one ACK packet in two windows from
+ *   it; one per window otherwise), and its block's end sends the last one.
  * Every case runs in its own forked process (Check's default), so each sets its environment
  * before gice_init. */
 #include <check.h>
@@ -440,6 +444,78 @@ START_TEST(an_ack_left_for_the_next_pass_is_processed_while_the_kernel_computes)
 	ck_abort_msg("no answer carried its question's ACK in 5 rounds");
 }
 END_TEST
+/* ---------------------------------------------------------------- a window's waiter returns first */
+
+#define WINDOWS 50
+#define WINDOW 16
+
+struct windows {
+	gice_counter_t done[2]; /* each device's: completions of its puts */
+	_Atomic int rc[2];
+};
+
+/* dev[0]: windows of puts to dev[1], each waited for (their completions, then dev[1]'s answer),
+ * as gice-bench rate; dev[1]: answers each window with a put once its signals are in. */
+static void window_kernel(gice_kctx_t *k, void *arg)
+{
+	struct windows *w = *(struct windows **)arg;
+	int me = k->dev == dev[1], rc = GICE_OK;
+
+	for (uint64_t i = 1; i <= WINDOWS && !rc; i++) {
+		if (me == 0) {
+			for (uint32_t j = 0; j < WINDOW && !rc; j++)
+				rc = gice_put_signal(k, conn[0], key[1], 64 + 8 * j, buf[0], 8, sig[1], 1, GICE_SIGNAL_ADD,
+						     w->done[0]);
+			if (!rc)
+				rc = gice_wait_until(k, w->done[0], GICE_CMP_GE, i * WINDOW, test_scaled(20000000), NULL);
+			if (!rc)
+				rc = gice_wait_until(k, sig[0], GICE_CMP_GE, i, test_scaled(20000000), NULL);
+		} else {
+			rc = gice_wait_until(k, sig[1], GICE_CMP_GE, i * WINDOW, test_scaled(20000000), NULL);
+			if (!rc)
+				rc = gice_put_signal(k, conn[1], key[0], 64, buf[1], 8, sig[0], 1, GICE_SIGNAL_ADD, w->done[1]);
+		}
+	}
+	if (!rc && me == 1) /* every answer acknowledged: the last by dev[0]'s block end */
+		rc = gice_wait_until(k, w->done[1], GICE_CMP_GE, WINDOWS, test_scaled(20000000), NULL);
+	atomic_store(&w->rc[me], rc);
+}
+
+/* The answer carries the ACK of the window's last puts (the riding ACK, left for the next pass);
+ * the pass that processes it completes the window, and ends there: the kernel returns, and the
+ * ACK it owes for the answer rides on its next window's first put instead of a packet of its own
+ * sent before it returns. */
+START_TEST(a_waiter_returns_when_a_window_completes_and_its_next_put_carries_the_ack)
+{
+	struct windows w = {0}, *wp = &w;
+	gice_stats_t st;
+
+	setenv("GICE_PLANE", "net", 1);       /* acked packets, not the NVLink plane */
+	setenv("GICE_TIMEOUT_MS", "60000", 1); /* the watchdog stays out of it */
+	setenv("GICE_WAIT_SPIN_US", "1000000", 1); /* the answers land while the kernels step */
+	n_cts = 1;
+	open_pair();
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(gice_counter_alloc(dev[i], &w.done[i]), GICE_OK);
+	ck_assert_int_eq(gice_launch(strm[1], window_kernel, 1, &wp, sizeof(wp)), GICE_OK);
+	ck_assert_int_eq(gice_launch(strm[0], window_kernel, 1, &wp, sizeof(wp)), GICE_OK);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(gice_stream_sync(strm[i], test_scaled(30000)), GICE_OK);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(atomic_load(&w.rc[i]), GICE_OK);
+	ck_assert_uint_eq(gice_counter_read(dev[1], sig[1]), WINDOWS * WINDOW);
+	ck_assert_uint_eq(gice_counter_read(dev[0], sig[0]), WINDOWS);
+	ck_assert_uint_eq(gice_counter_read(dev[0], w.done[0]), WINDOWS * WINDOW);
+	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	fprintf(stderr, "windows: %d windows: dev[0] sent %llu ACKs of their own, %llu riding on its puts\n", WINDOWS,
+		(unsigned long long)st.acks_sent, (unsigned long long)st.acks_piggybacked);
+	/* one ACK packet per window when the pass that completed it went on to send what it owed */
+	ck_assert_uint_lt(st.acks_sent, WINDOWS / 2);
+	ck_assert_uint_ge(st.acks_piggybacked, WINDOWS / 2);
+	close_pair();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("progress");
@@ -459,6 +535,7 @@ int main(void)
 	tcase_add_test(tc, an_ack_owed_by_a_kernel_that_computes_is_poked_out);
 	tcase_add_test(tc, an_ack_left_for_the_next_pass_is_processed_by_the_block_end);
 	tcase_add_test(tc, an_ack_left_for_the_next_pass_is_processed_while_the_kernel_computes);
+	tcase_add_test(tc, a_waiter_returns_when_a_window_completes_and_its_next_put_carries_the_ack);
 	suite_add_tcase(s, tc);
 	srunner_run_all(sr, CK_NORMAL);
 	rc = test_exit(sr);

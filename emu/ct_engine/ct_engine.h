@@ -245,7 +245,8 @@ int ct_engine_step_ring(ct_engine_t *e, uint32_t ring);
 void ct_engine_submitted(ct_engine_t *e, uint32_t ct);
 void ct_engine_stepping(ct_engine_t *e, int on);
 /* A kernel's block ends: the link work its last wait left to the kernel's next request (an ACK
- * taken in with the answer it waited for: ct_ack_in_defer) is done now, if the link is free. */
+ * taken in with the answer it waited for: ct_ack_in_defer; the ACKs it owes, when its last pass
+ * ended at such an ACK) is done now, if the link is free. */
 void ct_engine_block_end(ct_engine_t *e);
 /* How long a CT spins after its last work before it sleeps (GICE_CT_SPIN_US): a kernel that
  * steps while it waits spins as long, in the CT threads' place (they do not spin meanwhile, and

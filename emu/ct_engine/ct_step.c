@@ -172,9 +172,12 @@ void ct_engine_stepping(ct_engine_t *e, int on)
 		tm_doorbell_ring(e->attr.tm, 0);
 }
 
+/* What the block's last wait left: an ACK it took in (ct_ack_in_defer), the ACKs it owes (its
+ * last pass ended at a drain: ct_link.c). */
 void ct_engine_block_end(ct_engine_t *e)
 {
-	if (atomic_load_explicit(&e->ackin_gid, memory_order_relaxed) != CT_NIL && !hung(e))
+	if ((atomic_load_explicit(&e->ackin_gid, memory_order_relaxed) != CT_NIL ||
+	     atomic_load_explicit(&e->acks_delayed, memory_order_relaxed)) && !hung(e))
 		ct_link_progress(e);
 }
 
