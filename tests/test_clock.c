@@ -2,7 +2,8 @@
  * where the TSC is invariant.
  * - Where CPUID says the TSC is invariant (x86-64), gice_clock_source() is "tsc" once the
  *   process's first 20 ms are over, and "CLOCK_MONOTONIC" before; elsewhere it stays
- *   "CLOCK_MONOTONIC". This says which path the other cases test on this machine.
+ *   "CLOCK_MONOTONIC". This says which path the other cases test on this machine. With
+ *   GICE_CLOCK=os it stays "CLOCK_MONOTONIC".
  * - Each reading lies between the CLOCK_MONOTONIC readings taken just before and just after it,
  *   within 2 us (the interpolation's error is a few ns), across gaps of 0 to 1.4 ms (up to and
  *   past an anchor's millisecond, so anchors are taken again), for 200 ms. A scale 1% off fails
@@ -13,6 +14,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +58,20 @@ START_TEST(the_tsc_is_read_where_it_is_invariant)
 	fprintf(stderr, "clock: the TSC is %sinvariant here: gice_clock_ns reads %s\n", tsc_invariant() ? "" : "not ",
 		gice_clock_source());
 	ck_assert_str_eq(gice_clock_source(), tsc_invariant() ? "tsc" : "CLOCK_MONOTONIC");
+}
+END_TEST
+
+START_TEST(gice_clock_os_keeps_clock_monotonic)
+{
+	uint64_t t0;
+
+	setenv("GICE_CLOCK", "os", 1);
+	t0 = gice_clock_ns();
+	while (mono_ns() - t0 < 25000000ull) {
+		usleep(1000);
+		(void)gice_clock_ns();
+	}
+	ck_assert_str_eq(gice_clock_source(), "CLOCK_MONOTONIC");
 }
 END_TEST
 
@@ -125,6 +141,7 @@ int main(void)
 
 	tcase_set_timeout(tc, test_scaled(60));
 	tcase_add_test(tc, the_tsc_is_read_where_it_is_invariant);
+	tcase_add_test(tc, gice_clock_os_keeps_clock_monotonic);
 	tcase_add_test(tc, readings_follow_clock_monotonic);
 	tcase_add_test(tc, a_thread_never_reads_it_going_back);
 	suite_add_tcase(s, tc);

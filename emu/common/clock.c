@@ -4,8 +4,8 @@
  * anchor), taken again once that is a millisecond old: rdtsc costs ~11 ns where clock_gettime
  * costs ~27 on a VM with kvm-clock, and every kernel request is stamped (api_push_req), a stamp
  * that is a tenth of an 8-byte put's cost. The scale is measured over the process's first 20 ms
- * (both clocks read at the first call and at one 20 ms later); until then, and without an
- * invariant TSC, every call reads CLOCK_MONOTONIC. Interpolating over at most 1 ms, a scale off
+ * (both clocks read at the first call and at one 20 ms later); until then, without an
+ * invariant TSC, and with GICE_CLOCK=os, every call reads CLOCK_MONOTONIC. Interpolating over at most 1 ms, a scale off
  * by its measuring error (~50 ns in 20 ms) is off by a few ns; a thread's readings never go back
  * (one that passed its next anchor keeps its value until the clock catches up). Other processes
  * read the same CLOCK_MONOTONIC, within those few ns (leases, heartbeats). rdtsc is not ordered
@@ -15,12 +15,15 @@
 #include "emu/common/common.h"
 
 #include <pthread.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <time.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <x86intrin.h>
 #endif
+
+#include "emu/common/config.h"
 
 #define ANCHOR_NS 1000000ull /* a thread's anchor is taken again when this old */
 #define SCALE_NS 20000000ull /* the scale is measured over this long */
@@ -50,10 +53,16 @@ static uint64_t os_ns(clockid_t id)
 }
 
 #if defined(__x86_64__)
-static int tsc_invariant(void)
+/* Whether to read the TSC: it is invariant, and GICE_CLOCK does not say os. */
+static int tsc_usable(void)
 {
+	const char *v = gice_param_str(gice_param_find(gice_common_params, "GICE_CLOCK"));
 	unsigned a, b, c, d;
 
+	if (!strcmp(v, "os"))
+		return 0;
+	if (strcmp(v, "auto"))
+		gice_warn("clock", "GICE_CLOCK=%s: expected auto or os; auto", v);
 	return __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
 }
 
@@ -70,7 +79,7 @@ static void measure(uint64_t tsc, uint64_t ns)
 	if (st == SCALE_NONE) {
 		scale.tsc0 = tsc;
 		scale.ns0 = ns;
-		atomic_store_explicit(&scale.state, tsc_invariant() ? SCALE_MEASURING : SCALE_OFF, memory_order_release);
+		atomic_store_explicit(&scale.state, tsc_usable() ? SCALE_MEASURING : SCALE_OFF, memory_order_release);
 	} else if (st == SCALE_MEASURING && ns - scale.ns0 >= SCALE_NS) {
 		uint64_t ticks = tsc - scale.tsc0, m = 0;
 		if (tsc > scale.tsc0)
