@@ -374,9 +374,12 @@ static void answer_kernel(gice_kctx_t *k, void *arg)
 	atomic_store(rc, r);
 }
 
-/* One question and answer between kernels, CT 0 of each device asleep for poll_us between its
- * looks. Returns whether the answer carried the question's ACK (else the case says nothing);
- * *ms: from the launch until the host saw the question complete (a host wait: no stepping). */
+/* One question and answer between kernels, CT 0 of dev[0] asleep for poll_us between its
+ * looks, that of dev[1] stalled: the answerer's waiting kernel alone takes the question in, so
+ * that the ACK it owes rides on its answer (a CT 0 woken by the question on a loaded machine
+ * would send it alone). Returns whether the answer carried the question's ACK (else the case
+ * says nothing); *ms: from the launch until the host saw the question complete (a host wait: no
+ * stepping). */
 static int ask_once(struct asker *a, const char *poll_us, uint64_t *ms)
 {
 	_Atomic int arc = GICE_OK, *ap = &arc;
@@ -389,6 +392,7 @@ static int ask_once(struct asker *a, const char *poll_us, uint64_t *ms)
 	setenv("GICE_WAIT_SPIN_US", "1000000", 1); /* the question lands while the answerer steps */
 	n_cts = 1;
 	open_pair();
+	ck_assert_int_eq(gice_faults_set(dev[1], "stall_ct=0@0+inf"), GICE_OK);
 	ck_assert_int_eq(gice_counter_alloc(dev[0], &a->done), GICE_OK);
 	ck_assert_int_eq(gice_launch(strm[1], answer_kernel, 1, &ap, sizeof(ap)), GICE_OK);
 	usleep(2000); /* it waits, stepping its device: it takes the question in, its CT 0 asleep */
@@ -484,7 +488,9 @@ static void window_kernel(gice_kctx_t *k, void *arg)
 /* The answer carries the ACK of the window's last puts (the riding ACK, left for the next pass);
  * the pass that processes it completes the window, and ends there: the kernel returns, and the
  * ACK it owes for the answer rides on its next window's first put instead of a packet of its own
- * sent before it returns. */
+ * sent before it returns. The CT threads are stalled, so that the kernels' passes are the only
+ * ones: a CT thread that takes the answer in (one woken by it on a loaded machine) owes its ACK
+ * with no put of its own to carry it, and sends it alone. */
 START_TEST(a_waiter_returns_when_a_window_completes_and_its_next_put_carries_the_ack)
 {
 	struct windows w = {0}, *wp = &w;
@@ -493,6 +499,7 @@ START_TEST(a_waiter_returns_when_a_window_completes_and_its_next_put_carries_the
 	setenv("GICE_PLANE", "net", 1);       /* acked packets, not the NVLink plane */
 	setenv("GICE_TIMEOUT_MS", "60000", 1); /* the watchdog stays out of it */
 	setenv("GICE_WAIT_SPIN_US", "1000000", 1); /* the answers land while the kernels step */
+	setenv("GICE_FAULTS", "stall_ct=0@0+inf", 1);
 	n_cts = 1;
 	open_pair();
 	for (int i = 0; i < 2; i++)
