@@ -57,9 +57,11 @@ static void chunk_woke(const struct ring *g, gice_counter_t ctr, struct chunk_t 
 
 	if (!g->k->dev->evs)
 		return;
-	tm_counter_get(g->k->dev->tm, ctr, &cs); /* before the clock: never after the wake-up */
-	ch->t[0] = cs.ts_ns;
+	tm_counter_get(g->k->dev->tm, ctr, &cs); /* before the clock: the write came first */
 	ch->t[1] = ch->t[2] = gice_now_ns();
+	/* the write's stamp is the writer thread's clock, which may read up to tens of ns ahead
+	 * of this one (emu/common/clock.c): the arrival is never after the wake-up */
+	ch->t[0] = GICE_MIN(cs.ts_ns, ch->t[1]);
 }
 
 static void chunk_reduced(const struct ring *g, struct chunk_t *ch)

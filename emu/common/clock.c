@@ -1,17 +1,19 @@
 /* clock.c: gice's clocks. gice_clock_ns is CLOCK_MONOTONIC. Where the TSC is invariant (CPUID
  * 0x80000007 EDX bit 8: one constant rate on every CPU, in every C-state; Linux's constant_tsc and
  * nonstop_tsc), it is read as the TSC scaled from the thread's last CLOCK_MONOTONIC reading (its
- * anchor), taken again once that is a millisecond old: rdtsc costs ~11 ns where clock_gettime
- * costs ~27 on a VM with kvm-clock, and every kernel request is stamped (api_push_req), a stamp
- * that is a tenth of an 8-byte put's cost. The scale is measured over the process's first 20 ms
+ * anchor), taken again once that is a millisecond old: a reading costs ~12 ns where
+ * clock_gettime costs ~27 on the KVM VMs this was measured on (test_clock prints both), and
+ * every kernel request is stamped (api_push_req). The scale is measured over the process's first 20 ms
  * (both clocks read at the first call and at one 20 ms later); until then, without an
  * invariant TSC, and with GICE_CLOCK=os, every call reads CLOCK_MONOTONIC. Interpolating over at most 1 ms, a scale off
  * by its measuring error (~50 ns in 20 ms) is off by a few ns; a thread's readings never go back
  * (one that passed its next anchor keeps its value until the clock catches up). Other processes
  * read the same CLOCK_MONOTONIC, within those few ns (leases, heartbeats). rdtsc is not ordered
  * with the loads before it: a reading may be early by the length of the instruction window
- * (tens of ns), as a held clock (common.h) is early by a pass; the readers compare with margins
- * far above that. */
+ * (tens of ns), as a held clock (common.h) is early by a pass. So two threads' readings keep
+ * their order only to within tens of ns: the readers compare with margins far above that, and
+ * a stage record that pairs another thread's stamp with its own clamps it (api_ev_wait,
+ * coll_ring.c's chunk_woke; seen in test_trace.sh: an arrival 7-70 ns after the wake-up). */
 #include "emu/common/common.h"
 
 #include <pthread.h>
