@@ -232,8 +232,8 @@ START_TEST(signals_summed_in_a_packet_keep_their_order)
 
 	setenv("GICE_TIMEOUT_MS", "60000", 1); /* the watchdog stays out of the stalls */
 	open_pair("shm");
-	/* first a burst with no stall: the shm provider's first send to a peer waits for the peer
-	 * to take its connection in */
+	/* first a burst with no stall: shm refuses (FI_EAGAIN) the sends to a peer that has made
+	 * no progress since its open, which a stalled receiver would not */
 	run_bursts(1, 0);
 	ck_assert_int_eq(gice_device_stats(dev[0], &st0), GICE_OK);
 	ck_assert_int_eq(gice_faults_set(dev[0], "stall_ct=0@0+inf,stall_ct=1@0+inf"), GICE_OK);
@@ -253,7 +253,7 @@ START_TEST(signals_summed_in_a_packet_keep_their_order)
 		ck_assert_msg(ms < test_scaled(10000), "the burst was not issued in 10 s");
 		usleep(1000);
 	}
-	/* a new stall replaces the one in force: one of 1 ns ends it */
+	/* a stall of a CT replaces the one in force (gice_faults_set): one of 1 ns ends it */
 	ck_assert_int_eq(gice_faults_set(dev[1], "stall_ct=0@0+1ns,stall_ct=1@0+1ns"), GICE_OK);
 	ck_assert_int_eq(gice_stream_sync(s, test_scaled(60000)), GICE_OK);
 	ck_assert_int_eq(atomic_load(&m.rc), GICE_OK);

@@ -49,7 +49,7 @@ const gice_param_t gice_common_params[] = {
 	 GICE_PARAM_STR, 0, 0},
 	{"GICE_CLOCK", "auto",
 	 "auto: the library's clock (CLOCK_MONOTONIC) is read through the TSC where the CPU says the TSC is "
-	 "invariant, ~11 ns a reading instead of ~27 on a VM with kvm-clock (emu/common/clock.c); os: "
+	 "invariant, ~12 ns a reading instead of ~27 on the KVM VMs measured (test_clock prints both); os: "
 	 "clock_gettime at every reading (a machine whose CPUs' TSCs disagree)",
 	 GICE_PARAM_STR, 0, 0},
 	{NULL, NULL, NULL, 0, 0, 0},
