@@ -359,17 +359,33 @@ int gice_device_quiet(gice_device_t *d, uint64_t timeout_ms)
 
 /* ---------------------------------------------------------------- device side */
 
-void gice_trigger_store(gice_kctx_t *k, gice_trigger_t t, uint64_t v)
+/* A kernel's trigger write. What it fires starts now, on the kernel's thread, as a stream's
+ * write does (smt_stream.c): the watching CTs are marked without being rung and stepped here,
+ * and only those held elsewhere are rung. A ring that finds a CT thread asleep on its doorbell
+ * pays a futex wake-up (a syscall, ~1.4 us on a 2-vCPU VM) before the kernel could even wait:
+ * gice-bench trigger's busy-sms row took 1.4 us instead of 0.11 in about 1 run of 10 when the
+ * CT thread had gone to sleep beside the computing SMs. In host mode a kernel does not step. */
+static void trigger_write(gice_kctx_t *k, gice_trigger_t t, uint64_t v, int add)
 {
-	if (api_ctr_ok(k->dev, t))
-		tm_counter_set(k->dev->tm, t, v);
+	gice_device_t *d = k->dev;
+
+	if (!api_ctr_ok(d, t))
+		return;
+	if (!api_kernel_steps(d)) {
+		if (add)
+			tm_counter_add(d->tm, t, v);
+		else
+			tm_counter_set(d->tm, t, v);
+		return;
+	}
+	uint32_t watching = tm_counter_write_quiet(d->tm, t, v, add);
+	if (watching)
+		ct_engine_step_ring(d->ct, watching);
 }
 
-void gice_trigger_add(gice_kctx_t *k, gice_trigger_t t, uint64_t v)
-{
-	if (api_ctr_ok(k->dev, t))
-		tm_counter_add(k->dev->tm, t, v);
-}
+void gice_trigger_store(gice_kctx_t *k, gice_trigger_t t, uint64_t v) { trigger_write(k, t, v, 0); }
+
+void gice_trigger_add(gice_kctx_t *k, gice_trigger_t t, uint64_t v) { trigger_write(k, t, v, 1); }
 
 
 /* A kernel's request: to its CT now (device mode), or to the host proxy at the kernel's end. */

@@ -4,9 +4,13 @@
  *   GICE_WAIT_PROGRESS=0 the same ping-pong does not move (the put never leaves), which proves
  *   the path under test; with GICE_CT_POLL_EVERY=0 the waiters poll the fabric only when the
  *   peer's kicks announced packets, and the ping-pong still completes (the counts are exact);
- * - backstop: an armed descriptor fires and its put is delivered while the kernel that wrote the
- *   trigger computes and never waits (the CT threads do it), and a host-posted put completes with
- *   no kernel at all (host threads never step a device);
+ * - a kernel's trigger write: with every CT thread stalled, the armed counter add it fires has
+ *   happened when gice_trigger_add returns (the kernel stepped the watching CT: no doorbell, no
+ *   futex wake-up of a sleeping CT thread); with GICE_WAIT_PROGRESS=0 it has not (the CT is rung,
+ *   and stalled), which proves the path under test;
+ * - backstop: an armed descriptor whose trigger the host writes fires and its put is delivered
+ *   while a kernel computes on the device and never waits (the CT threads do it: host threads
+ *   never step), and a host-posted put completes with no kernel at all;
  * - kicks: a device of the same process that sends rings the receiving device's CT 0 when no
  *   thread of it is awake, so 20 host-posted puts between two idle one-CT devices whose CT polls
  *   only every 5 s (GICE_CT_POLL_US) take milliseconds, not 20 polls; and a kernel that stopped
@@ -147,22 +151,87 @@ START_TEST(no_progress_without_waiters_stepping)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- a kernel's trigger writes */
+
+struct trig {
+	gice_trigger_t trig;
+	gice_counter_t fired;   /* the armed descriptor adds 1 to it */
+	_Atomic uint64_t after; /* 1 + fired's value when gice_trigger_add had returned (0: not run) */
+};
+
+static void trigger_kernel(gice_kctx_t *k, void *arg)
+{
+	struct trig *t = *(struct trig **)arg;
+
+	gice_trigger_add(k, t->trig, 1);
+	atomic_store(&t->after, 1 + gice_signal_fetch(k, t->fired));
+}
+
+/* A kernel writes a trigger armed to add 1 to a counter, every CT thread stalled for good once
+ * the arming has taken effect (a CT takes it from its queue). */
+static void trigger_with_stalled_cts(const char *wait_progress, struct trig *t)
+{
+	struct trig *tp = t;
+	gice_desc_t desc;
+
+	setenv("GICE_TIMEOUT_MS", "60000", 1); /* the watchdog stays out of it */
+	setenv("GICE_WAIT_PROGRESS", wait_progress, 1);
+	open_pair();
+	ck_assert_int_eq(gice_counter_alloc(dev[0], &t->trig), GICE_OK);
+	ck_assert_int_eq(gice_counter_alloc(dev[0], &t->fired), GICE_OK);
+	gice_op_t op = {.type = GICE_OP_COUNTER_ADD, .signal = t->fired, .value = 1, .completion = GICE_NO_COUNTER};
+	ck_assert_int_eq(gice_arm(dev[0], t->trig, 1, 0, &op, &desc), GICE_OK);
+	_Atomic int *state = &dev[0]->ct->descs[desc & 0xfffff].state; /* its slot (ct_armed.c) */
+	for (uint64_t t0 = now_ms(); atomic_load(state) != DS_ARMED && now_ms() - t0 < test_scaled(5000);)
+		usleep(100);
+	ck_assert_int_eq(atomic_load(state), DS_ARMED);
+	ck_assert_int_eq(gice_faults_set(dev[0], "stall_ct=0@0+inf,stall_ct=1@0+inf"), GICE_OK);
+	usleep(20000); /* the CT threads are in their stalls */
+	ck_assert_int_eq(gice_launch(strm[0], trigger_kernel, 1, &tp, sizeof(tp)), GICE_OK);
+	ck_assert_int_eq(gice_stream_sync(strm[0], test_scaled(20000)), GICE_OK);
+}
+
+START_TEST(a_kernels_trigger_write_fires_on_its_thread)
+{
+	struct trig t = {0};
+
+	trigger_with_stalled_cts("1", &t);
+	ck_assert_uint_eq(atomic_load(&t.after), 2); /* fired before gice_trigger_add returned */
+	gice_stats_t st;
+	ck_assert_int_eq(gice_device_stats(dev[0], &st), GICE_OK);
+	ck_assert_uint_eq(st.fired, 1);
+	close_pair();
+}
+END_TEST
+
+START_TEST(a_kernels_trigger_write_rings_the_cts_when_kernels_do_not_step)
+{
+	struct trig t = {0};
+
+	trigger_with_stalled_cts("0", &t);
+	ck_assert_uint_eq(atomic_load(&t.after), 1); /* the kernel ran; nothing fired */
+	ck_assert_uint_eq(gice_counter_read(dev[0], t.fired), 0);
+	close_pair();
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the CT threads as backstop */
 
 struct busy {
-	gice_trigger_t trig;
+	_Atomic int started;
 	_Atomic int seen; /* the host saw the put land */
 	_Atomic int landed_while_busy;
 };
 
-/* Write the trigger, then compute (spin) until the host says the armed put landed, without a
- * device call: only the CT threads can move it. */
+/* Compute (spin) until the host says the armed put landed, without a device call: only the CT
+ * threads can fire the descriptor whose trigger the host writes meanwhile. */
 static void busy_kernel(gice_kctx_t *k, void *arg)
 {
 	struct busy *b = *(struct busy **)arg;
 	uint64_t t0 = now_ms();
 
-	gice_trigger_add(k, b->trig, 1);
+	(void)k;
+	atomic_store(&b->started, 1);
 	while (!atomic_load(&b->seen) && now_ms() - t0 < test_scaled(10000))
 		;
 	atomic_store(&b->landed_while_busy, atomic_load(&b->seen));
@@ -171,16 +240,20 @@ static void busy_kernel(gice_kctx_t *k, void *arg)
 START_TEST(armed_descriptor_fires_while_the_kernel_computes)
 {
 	struct busy b = {0}, *bp = &b;
+	gice_trigger_t trig;
 	gice_desc_t desc;
 
 	open_pair();
-	ck_assert_int_eq(gice_counter_alloc(dev[0], &b.trig), GICE_OK);
+	ck_assert_int_eq(gice_counter_alloc(dev[0], &trig), GICE_OK);
 	buf[0][0] = 0x5a;
 	gice_op_t op = {.type = GICE_OP_PUT, .conn = conn[0], .local = buf[0], .bytes = 1, .rkey = key[1],
 			.roff = 128, .value = 1, .signal = sig[1], .signal_flags = GICE_SIGNAL_ADD,
 			.completion = GICE_NO_COUNTER};
-	ck_assert_int_eq(gice_arm(dev[0], b.trig, 1, 0, &op, &desc), GICE_OK);
+	ck_assert_int_eq(gice_arm(dev[0], trig, 1, 0, &op, &desc), GICE_OK);
 	ck_assert_int_eq(gice_launch(strm[0], busy_kernel, 1, &bp, sizeof(bp)), GICE_OK);
+	while (!atomic_load(&b.started))
+		usleep(100);
+	ck_assert_int_eq(gice_counter_add(dev[0], trig, 1), GICE_OK);
 	ck_assert_int_eq(gice_counter_wait(dev[1], sig[1], GICE_CMP_GE, 1, test_scaled(5000), NULL), GICE_OK);
 	atomic_store(&b.seen, 1);
 	ck_assert_int_eq(gice_stream_sync(strm[0], test_scaled(20000)), GICE_OK);
@@ -535,6 +608,8 @@ int main(void)
 	tcase_add_test(tc, waiters_step_stalled_cts);
 	tcase_add_test(tc, waiters_poll_only_what_was_announced);
 	tcase_add_test(tc, no_progress_without_waiters_stepping);
+	tcase_add_test(tc, a_kernels_trigger_write_fires_on_its_thread);
+	tcase_add_test(tc, a_kernels_trigger_write_rings_the_cts_when_kernels_do_not_step);
 	tcase_add_test(tc, armed_descriptor_fires_while_the_kernel_computes);
 	tcase_add_test(tc, host_posts_complete_without_kernels);
 	tcase_add_test(tc, an_idle_device_of_the_same_process_is_kicked);
