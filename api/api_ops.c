@@ -387,7 +387,6 @@ void gice_trigger_store(gice_kctx_t *k, gice_trigger_t t, uint64_t v) { trigger_
 
 void gice_trigger_add(gice_kctx_t *k, gice_trigger_t t, uint64_t v) { trigger_write(k, t, v, 1); }
 
-
 /* A kernel's request: to its CT now (device mode), or to the host proxy at the kernel's end. */
 static int kernel_req(gice_kctx_t *k, ct_req_t *r, const char *who)
 {
