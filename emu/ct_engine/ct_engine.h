@@ -235,8 +235,9 @@ typedef struct {
 /* Progress by the device's kernels (ct_step.c; never from a host thread). step: run the step of
  * every CT not held by another thread, and the link if free (a waiting kernel's pass: the ACKs
  * riding on what it takes in are processed by the next one); returns the work done (0: nothing
- * moved). submitted: a kernel has just queued a request on CT ct with tm_queue_put: step that
- * CT now if free, else ring it. stepping: a kernel starts (1) or stops (0) stepping while it
+ * moved). submitted: a kernel has just queued a request on CT ct with tm_queue_put, or written
+ * a counter CT ct watches (tm_counter_write_quiet): step that CT now if free and send what it
+ * handed the link (no fabric poll unless a peer announced packets), else ring it. stepping: a kernel starts (1) or stops (0) stepping while it
  * waits: the CT threads leave it the cores meanwhile; stopping takes one last step. */
 int ct_engine_step(ct_engine_t *e);
 /* The same after a counter write that marked CTs ring (a mask) dirty without ringing them
