@@ -598,9 +598,10 @@ int gice_device_abort(gice_device_t *dev);
 /* Inject faults from now on (GICE_FAULTS syntax, docs/faults.md; times counted from this call):
  * the network faults are added to those on dev's sends (they never clear others; NULL or ""
  * clears them all); stall_ct=C@T+D stalls CT C of dev (when its group's rank= names this rank,
- * or has none), in place of a stall of C set before (stall_ct=C@0+1ns ends one in force); hang_rank/kill_rank naming this rank hang every device of the process / kill
- * it; naming another rank of this machine (same pid namespace), stop (SIGSTOP) / kill its
- * process at T. Network faults turn gice's own retransmission on for dev and, when they
+ * or has none), in place of a stall of C set before (stall_ct=C@0+1ns ends one in force);
+ * hang_rank/kill_rank naming this rank hang every device of the process / kill it; naming
+ * another rank of this machine (same pid namespace), stop (SIGSTOP) / kill its process at T.
+ * Network faults turn gice's own retransmission on for dev and, when they
  * corrupt, a CRC32C on what dev sends, which every receiver checks (dev does not start
  * requiring CRCs from its peers). GICE_ERR_CONFIG on a bad spec; GICE_ERR_INVALID for a CT dev
  * does not have or a rank not in the job; GICE_ERR_UNSUPPORTED for reorder or delay_us on an
