@@ -23,7 +23,7 @@
  *   - shm: fi_cq_open refuses FI_WAIT_FD (FI_ENOSYS): CQ with FI_WAIT_NONE, wait_fd -1.
  *   - udp;ofi_rxd: the CQ opens with FI_WAIT_FD but FI_GETWAIT is FI_ENOSYS: the CQ is
  *     reopened with FI_WAIT_NONE, wait_fd -1.
- *   - udp (raw datagrams): works (tests/test_faults.c udp_dgram: poll() wakes on a datagram).
+ *   - udp (raw datagrams): works (tests/test_faults_udp.c udp_dgram: poll() wakes on a datagram).
  *   - net: wakes, but once a peer has connected the fd stays readable with nothing to read (a
  *     byte of the connection left unread in a socket it watches), so a sleeper spins: opened
  *     with FI_WAIT_NONE, wait_fd -1 (fab_ofi_open.c).

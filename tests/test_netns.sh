@@ -4,8 +4,8 @@
 # native RDM over TCP): a 2-rank put_signal ping-pong with every payload byte checked (gice-bench
 # put --check; also over tcp;ofi_rxm, GICE_FI_PROVIDER=tcp), and the 4-rank training-step ring
 # (gice-demo, which checks every block); symmetric memory, team barriers and a strided team on 4
-# hosts (test_sym job); every collective on 4 hosts, and on 2 hosts with interleaved ranks (the
-# ring reordered by host: test_coll job); ranks started by hand in two namespaces pick net on
+# hosts (test_sym_procs job); every collective on 4 hosts, and on 2 hosts with interleaved ranks
+# (the ring reordered by host: test_coll job); ranks started by hand in two namespaces pick net on
 # their own (the job spans hosts), also when one is on an emulated other machine (its own
 # mount and pid namespaces, a private /dev/shm); ranks that disagree on the provider fail at open, naming
 # both. Skipped (77) without root or network namespaces.
@@ -27,8 +27,8 @@ for prov in net tcp; do
 	fi
 done
 
-echo "== 4 ranks on 4 hosts: symmetric put_signal/get ring, team barriers, a strided team (test_sym job)"
-if ! timeout "$(scaled 120)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/tests/test_sym" job; then
+echo "== 4 ranks on 4 hosts: symmetric put_signal/get ring, team barriers, a strided team (test_sym_procs job)"
+if ! timeout "$(scaled 120)" "$build/bin/gicerun" -n 4 --netns $hosts "$build/tests/test_sym_procs" job; then
 	echo "FAIL: symmetric memory and teams across namespaces"
 	fail=1
 fi
