@@ -34,8 +34,8 @@ int smt_create(uint32_t n_sms, uint32_t dev_id, tm_region_t *tm, smt_dev_t **out
 /* The device's engines, run by a stream thread right after it writes a counter (a trigger its
  * CTs may watch), as a GPU's front end hands work to its engines with no host in between:
  * the write rings no doorbell (tm_counter_write_quiet), and step(arg, ring) runs on that stream
- * thread, ringing the CTs of mask ring it could not step (it must never block). Set before
- * streams get work. */
+ * thread, ringing the CTs of mask ring it could not step (it must never block). A write to a
+ * counter no CT watches (ring 0) starts nothing and runs no step. Set before streams get work. */
 void smt_set_engine_step(smt_dev_t *d, int (*step)(void *arg, uint32_t ring), void *arg);
 /* Stops the threads after the work queued on every stream has run. */
 void smt_destroy(smt_dev_t *d);

@@ -183,10 +183,11 @@ static int stream_exec(smt_stream_t *s, const struct smt_cmd *c, uint64_t tail)
 		rc = stream_wait(s, c);
 		break;
 	case SMT_CMD_WRITE_VALUE:
-		if (s->d->engine_step) /* what the write triggers starts now, on this thread */
-			s->d->engine_step(s->d->engine_arg,
-					  tm_counter_write_quiet(s->d->tm, c->counter, c->value, c->add));
-		else if (c->add)
+		if (s->d->engine_step) { /* what the write triggers starts now, on this thread */
+			uint32_t watching = tm_counter_write_quiet(s->d->tm, c->counter, c->value, c->add);
+			if (watching) /* no CT watches it: nothing to start, no pass to pay */
+				s->d->engine_step(s->d->engine_arg, watching);
+		} else if (c->add)
 			tm_counter_add(s->d->tm, c->counter, c->value);
 		else
 			tm_counter_set(s->d->tm, c->counter, c->value);
