@@ -613,13 +613,8 @@ START_TEST(allreduce_across_processes)
 	close(fd);
 	/* 0-2, 4, 5: shm with the NVLink plane; 3: tcp without it */
 	run_job(n, n, job_rank, _i == 3 ? "tcp" : NULL, _i == 3 ? net : NULL, st, log);
-	char text[4096] = {0};
-	FILE *f = fopen(log, "r");
-	ck_assert_ptr_nonnull(f);
-	size_t len = fread(text, 1, sizeof(text) - 1, f);
-	fclose(f);
-	unlink(log);
-	text[len] = 0;
+	char text[4096];
+	job_log_take(log, text, sizeof(text));
 	for (int r = 0; r < n; r++)
 		ck_assert_msg(st[r] == 0, "rank %d of %d exited %d; rank 0 said: %s", r, n, st[r], text);
 }

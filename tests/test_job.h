@@ -77,6 +77,19 @@ static void run_job(int size, int started, rank_fn fn, const char *provider, con
 	}
 }
 
+/* What rank 0 wrote to stderr_file (run_job), at most size - 1 bytes, NUL-terminated, in text;
+ * the file is removed. */
+static inline void job_log_take(const char *stderr_file, char *text, size_t size)
+{
+	FILE *f = fopen(stderr_file, "r");
+
+	ck_assert_ptr_nonnull(f);
+	size_t n = fread(text, 1, size - 1, f);
+	fclose(f);
+	unlink(stderr_file);
+	text[n] = 0;
+}
+
 /* In a rank: on cond, print the rank, the message and the line, and return 1 (its exit status). */
 #define FAILIF(cond, ...)                                                    \
 	do {                                                                 \

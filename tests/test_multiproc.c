@@ -226,13 +226,8 @@ START_TEST(a_rank_that_never_starts_fails_the_others_naming_it)
 	ck_assert_int_eq(st[0], 0);
 	ck_assert_int_eq(st[1], 0);
 	ck_assert_int_lt(t1.tv_sec - t0.tv_sec, (long)test_scaled(10));
-	char text[2048] = {0};
-	FILE *f = fopen(log, "r");
-	ck_assert_ptr_nonnull(f);
-	size_t n = fread(text, 1, sizeof(text) - 1, f);
-	fclose(f);
-	unlink(log);
-	text[n] = 0;
+	char text[2048];
+	job_log_take(log, text, sizeof(text));
 	ck_assert_msg(strstr(text, "rank(s) 2 of 3 never arrived"), "rank 0 said: %s", text);
 }
 END_TEST

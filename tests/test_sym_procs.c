@@ -194,13 +194,8 @@ START_TEST(three_processes_symmetric_ring_barriers_and_split)
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	run_job(3, 3, fns[_i], _i == 2 ? "tcp" : NULL, plane_off ? net : NULL, st, log);
-	char text[4096] = {0};
-	FILE *f = fopen(log, "r");
-	ck_assert_ptr_nonnull(f);
-	size_t n = fread(text, 1, sizeof(text) - 1, f);
-	fclose(f);
-	unlink(log);
-	text[n] = 0;
+	char text[4096];
+	job_log_take(log, text, sizeof(text));
 	for (int r = 0; r < 3; r++)
 		ck_assert_msg(st[r] == 0, "rank %d exited %d; rank 0 said: %s", r, st[r], text);
 	if (_i == 1) /* rank 0 names the rank that asked for another size */
