@@ -402,6 +402,7 @@ static int device_abandon(gice_device_t *d, uint64_t held_ns)
 {
 	uint64_t wait_ns = GICE_MIN(api_g.timeout_ns / 4, 250000000ull); /* for each module's threads */
 
+	api_left_abandoned(); /* before its peers can go: what it may touch stays */
 	device_unlist(d);
 	device_stats_keep(d, 0); /* its counters: atomics, read without the link */
 	uint32_t left = smt_abandon(d->smt, gice_now_ns() + wait_ns);
@@ -431,7 +432,8 @@ int gice_device_close(gice_device_t *d)
 	ct_engine_destroy(d->ct);
 	api_storage_destroy(d);
 	d->smt = NULL;
-	tm_region_destroy(d->tm);
+	if (!api_left_keep(d->tm)) /* an abandoned device's link may still kick it */
+		tm_region_destroy(d->tm);
 	api_device_bury(d->ep, d->hbm);
 	free(d->evs);
 	free(d);
@@ -450,6 +452,10 @@ void api_device_bury(fab_ep_t *ep, hbm_t *hbm)
 	uint32_t n = 0;
 	int others = 0;
 
+	if (api_left_keep(ep)) { /* graves already kept stay in api_g.graves */
+		api_left_keep(hbm);
+		return;
+	}
 	pthread_mutex_lock(&api_g.lock);
 	/* only a provider that may touch a closed peer (shm) needs it; others close at once, as
 	 * before (kept, tcp;ofi_rxm leaked its connections' state) */

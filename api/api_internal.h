@@ -254,8 +254,14 @@ int api_op_fail_now(gice_device_t *d, uint32_t completion, int status);
 /* Queue r on its CT. by_kernel: a kernel of d in device mode queued it: it steps that CT now
  * (GICE_WAIT_PROGRESS) instead of handing it to the CT thread. */
 /* Release a closed device's endpoint and memory now, or, while other devices of this process
- * are open, when the last of them closes (ep NULL: release what waits). Takes api_g.lock. */
+ * are open, when the last of them closes (ep NULL: release what waits); never once a device
+ * was abandoned (api_left.c). Takes api_g.lock. */
 void api_device_bury(fab_ep_t *ep, hbm_t *hbm);
+/* A device was abandoned with a thread stuck in a call that may still return (api_left.c). */
+void api_left_abandoned(void);
+/* Once one was: keep p (a peer's trigger memory, memory, endpoint, or what holds them) to the
+ * process's exit and return 1; the caller must not release it. Else 0. */
+int api_left_keep(void *p);
 int api_push_req(gice_device_t *d, ct_req_t *r, int by_kernel, const char *who);
 /* api_stream.c: GICE_MODE=host, a kernel's operations deferred to its end */
 int api_launch_defer(gice_kctx_t *k, ct_req_t *r);

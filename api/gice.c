@@ -409,13 +409,17 @@ int gice_finalize(void)
 		api_g.peer_tm = NULL;
 		boot_fini(api_g.boot);
 		api_g.boot = NULL;
-		for (uint32_t i = 0; i < api_g.n_remote; i++) {
-			if (api_g.remote_map[i].base)
-				munmap(api_g.remote_map[i].base, api_g.remote_map[i].size);
-			tm_region_destroy(api_g.remote_map[i].tm);
+		/* other ranks' trigger memory and memory, unless an abandoned device may touch them
+		 * (kept, with what they are reached through) */
+		if (!api_left_keep(api_g.remote_map)) {
+			for (uint32_t i = 0; i < api_g.n_remote; i++) {
+				if (api_g.remote_map[i].base)
+					munmap(api_g.remote_map[i].base, api_g.remote_map[i].size);
+				tm_region_destroy(api_g.remote_map[i].tm);
+			}
+			free(api_g.remote_map);
 		}
 		free(api_g.remote);
-		free(api_g.remote_map);
 		api_g.remote = NULL;
 		api_g.remote_map = NULL;
 		api_g.n_remote = 0;

@@ -11,6 +11,11 @@
  *   join the rank's totals (GICE_STATS at gice_finalize) as a closed device's do;
  * - another device of the process still opens, works and closes, gice_finalize returns, and the
  *   process exits with the stuck thread still spinning.
+ * And what such a device's link may touch should its call return after all stays valid (a
+ * ThreadSanitizer report: a link that came back kicked a peer's trigger memory that
+ * gice_finalize had freed): the trigger memory of a peer device that closes after it is still
+ * mapped after that close and after gice_finalize, and a kick of it goes through; so is another
+ * rank's, which this process attached, after gice_finalize.
  * Time bounds scale with CK_TIMEOUT_MULTIPLIER (sanitizers). */
 #include <check.h>
 #include <sched.h>
@@ -24,9 +29,12 @@
 #include "api/gice.h"
 #include "emu/common/common.h" /* gice_clock_ns */
 #include "emu/ct_engine/ct_internal.h"
+#include "tests/test_job.h"
 #include "tests/test_util.h"
 
 #define TIMEOUT_MS 500
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static _Atomic int held;
 
@@ -127,6 +135,127 @@ START_TEST(test_close_returns_with_a_stuck_link)
 }
 END_TEST
 
+/* What descriptor fd is (its /proc/self/fd link: a memfd's name), into target; 0, or -1. */
+static int fd_target(int fd, char *target, size_t size)
+{
+	char link[64];
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, target, size - 1);
+	if (n <= 0)
+		return -1;
+	target[n] = 0;
+	return 0;
+}
+
+/* Whether target is mapped in this process (a line of /proc/self/maps ends with it). */
+static int mapped(const char *target)
+{
+	char line[512];
+	int found = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		size_t len = strlen(line), tl = strlen(target);
+		found = len >= tl && !strcmp(line + len - tl, target);
+	}
+	fclose(f);
+	return found;
+}
+
+/* Hold d's link with a kernel until the device is judged stuck; 0, or -1 if it never is. */
+static int stick(gice_device_t *d, ct_engine_t **e)
+{
+	gice_stream_t *s;
+	uint64_t held_ns;
+
+	if (gice_stream_create(d, &s) || gice_launch(s, hold_link, 1, e, sizeof(*e)))
+		return -1;
+	uint64_t t0 = gice_clock_ns() / 1000000;
+	while (!ct_engine_link_stuck(*e, &held_ns))
+		if (gice_clock_ns() / 1000000 > t0 + test_scaled(4 * TIMEOUT_MS) + 200)
+			return -1;
+		else
+			usleep(5000);
+	return 0;
+}
+
+START_TEST(test_what_a_stuck_link_may_touch_stays)
+{
+	gice_device_attr_t a = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 16u << 20};
+	gice_device_t *d, *peer;
+	char buf[16], target[256];
+
+	snprintf(buf, sizeof(buf), "%d", TIMEOUT_MS);
+	setenv("GICE_TIMEOUT_MS", buf, 1);
+	ck_assert_int_eq(gice_init(), GICE_OK);
+	ck_assert_int_eq(gice_device_open(&a, &d), GICE_OK);
+	ck_assert_int_eq(gice_device_open(&a, &peer), GICE_OK); /* wired to d: d's link kicks it */
+	ct_engine_t *e = d->ct;
+	tm_region_t *ptm = e->peers[gice_device_id(peer)].tm;
+	ck_assert_ptr_eq(ptm, peer->tm);
+	int fd = tm_region_fd(ptm);
+	ck_assert_int_eq(fd_target(fd, target, sizeof(target)), 0);
+	ck_assert_msg(mapped(target), "%s is not mapped", target);
+	ck_assert_int_eq(stick(d, &e), 0);
+	ck_assert_int_eq(gice_device_close(d), GICE_ERR_CT_STALLED);
+
+	/* the peer closes, then the job ends: d's link still holds ptm, and may use it */
+	ck_assert_int_eq(gice_device_close(peer), GICE_OK);
+	ck_assert_msg(mapped(target), "the closed peer's trigger memory (%s) was unmapped under the stuck link", target);
+	ck_assert_int_eq(gice_finalize(), GICE_OK);
+	ck_assert_msg(mapped(target), "gice_finalize unmapped %s", target);
+	tm_doorbell_ring(ptm, 0); /* what the link does when its call returns */
+	ck_assert_int_eq(tm_region_fd(ptm), fd);
+}
+END_TEST
+
+/* The same for another rank's trigger memory, which this process attached and gice_finalize
+ * releases: rank 0's link is stuck, rank 1 leaves the job. */
+static int other_rank_rank(int rank, int size)
+{
+	gice_device_attr_t a = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 16u << 20};
+	gice_device_t *d;
+	char target[256];
+	int one = 1, all[2];
+
+	(void)size;
+	FAILIF(gice_init(), "init");
+	FAILIF(gice_device_open(&a, &d), "open");
+	ct_engine_t *e = d->ct;
+	tm_region_t *ptm = e->peers[gice_device_id_of(1 - rank, 0)].tm;
+	FAILIF(!ptm, "no trigger memory of rank %d attached", 1 - rank);
+	int fd = tm_region_fd(ptm);
+	FAILIF(fd_target(fd, target, sizeof(target)) || !mapped(target), "the peer's trigger memory is not mapped");
+	FAILIF(gice_allgather(&one, sizeof(one), all), "allgather"); /* both have looked */
+	if (rank == 1) {
+		FAILIF(gice_device_close(d), "close");
+		FAILIF(gice_finalize(), "finalize");
+		return 0;
+	}
+	FAILIF(stick(d, &e), "the link was never judged stuck");
+	FAILIF(gice_device_close(d) != GICE_ERR_CT_STALLED, "close did not abandon the device");
+	FAILIF(gice_finalize(), "finalize");
+	FAILIF(!mapped(target), "gice_finalize unmapped %s under the stuck link", target);
+	tm_doorbell_ring(ptm, 0); /* what the link does when its call returns */
+	FAILIF(tm_region_fd(ptm) != fd, "the region handle changed");
+	return 0;
+}
+
+START_TEST(test_what_a_stuck_link_may_touch_of_another_rank_stays)
+{
+	static const char *const env[] = {"GICE_TIMEOUT_MS=" STR(TIMEOUT_MS), NULL};
+	int st[2];
+
+	run_job(2, 2, other_rank_rank, "shm", env, st, NULL);
+	ck_assert_int_eq(st[0], 0);
+	ck_assert_int_eq(st[1], 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("stuck_close");
@@ -134,6 +263,8 @@ static Suite *suite(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_close_returns_with_a_stuck_link);
+	tcase_add_test(tc, test_what_a_stuck_link_may_touch_stays);
+	tcase_add_test(tc, test_what_a_stuck_link_may_touch_of_another_rank_stays);
 	suite_add_tcase(s, tc);
 	return s;
 }
