@@ -249,10 +249,6 @@ int api_ctr_ok(const gice_device_t *d, gice_counter_t c);
 /* An operation that failed before reaching a CT: status (< 0) also fails its completion
  * counter, when that is a valid id. Returns status. */
 int api_op_fail_now(gice_device_t *d, uint32_t completion, int status);
-/* Push a request into its CT's queue (the SM -> CT path: memory and a doorbell); a failure
- * also fails its completion counter. */
-/* Queue r on its CT. by_kernel: a kernel of d in device mode queued it: it steps that CT now
- * (GICE_WAIT_PROGRESS) instead of handing it to the CT thread. */
 /* Release a closed device's endpoint and memory now, or, while other devices of this process
  * are open, when the last of them closes (ep NULL: release what waits); never once a device
  * was abandoned (api_left.c). Takes api_g.lock. */
@@ -262,6 +258,9 @@ void api_left_abandoned(void);
 /* Once one was: keep p (a peer's trigger memory, memory, endpoint, or what holds them) to the
  * process's exit and return 1; the caller must not release it. Else 0. */
 int api_left_keep(void *p);
+/* Push request r into its CT's queue (the SM -> CT path: memory and a doorbell); a failure
+ * also fails its completion counter. by_kernel: a kernel of d in device mode queued it: it
+ * steps that CT now (GICE_WAIT_PROGRESS) instead of handing it to the CT thread. */
 int api_push_req(gice_device_t *d, ct_req_t *r, int by_kernel, const char *who);
 /* api_stream.c: GICE_MODE=host, a kernel's operations deferred to its end */
 int api_launch_defer(gice_kctx_t *k, ct_req_t *r);

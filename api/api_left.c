@@ -1,11 +1,12 @@
 /* api_left.c: what a device abandoned with a thread stuck in a call that does not return
  * (device_abandon: libfabric's shm spinning on a lock of a dead process) may still touch when
  * that call returns after all: the trigger memory of its peers (its link kicks and nudges
- * them), their memory (the NVLink plane copies into it) and its endpoint's peers. Those are its
- * peers' to release: in-process devices closing later (their trigger memory, endpoint and
- * memory) and gice_finalize (other ranks' trigger memory and memory mapped here). From the first
- * abandoned device on, they are left to the process's exit, as the device itself is, and kept
- * reachable here, so that a leak checker sees them held, not lost. */
+ * them), their memory (the NVLink plane copies into it) and their endpoints (shm's progress
+ * touches an in-process peer's). Those are its peers' to release: in-process devices closing
+ * later (their trigger memory, endpoint and memory) and gice_finalize (other ranks' trigger
+ * memory and memory mapped here). From the first abandoned device on, they are left to the
+ * process's exit, as the device itself is, and kept reachable here, so that a leak checker sees
+ * them held, not lost. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
