@@ -83,14 +83,11 @@ int main(void)
 {
 	Suite *su = suite_create("stream_write");
 	TCase *tc = tcase_create("stream_write");
-	SRunner *sr;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_write_to_a_watched_counter_steps_its_cts);
 	tcase_add_test(tc, test_write_to_an_unwatched_counter_runs_no_step);
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	return test_exit(sr);
+	return test_run_suite(su);
 }
