@@ -637,8 +637,9 @@ static void on_dead(const gice_error_info_t *info, void *arg)
 {
 	(void)arg;
 	if (info->status == GICE_ERR_PEER_DEAD && atomic_load(&dead_peer) == UINT32_MAX) {
-		atomic_store(&dead_peer, info->peer);
+		/* the time first: the waiter reads it once it sees the peer (seq_cst stores) */
 		atomic_store(&dead_seen_ms, now_ms());
+		atomic_store(&dead_peer, info->peer);
 	}
 }
 
