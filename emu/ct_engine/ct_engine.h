@@ -237,8 +237,9 @@ typedef struct {
  * riding on what it takes in are processed by the next one); returns the work done (0: nothing
  * moved). submitted: a kernel has just queued a request on CT ct with tm_queue_put, or written
  * a counter CT ct watches (tm_counter_write_quiet): step that CT now if free and send what it
- * handed the link (no fabric poll unless a peer announced packets), else ring it. stepping: a kernel starts (1) or stops (0) stepping while it
- * waits: the CT threads leave it the cores meanwhile; stopping takes one last step. */
+ * handed the link (no fabric poll unless a peer announced packets), else ring it. stepping: a
+ * kernel starts (1) or stops (0) stepping while it waits: the CT threads leave it the cores
+ * meanwhile; stopping takes one last step. */
 int ct_engine_step(ct_engine_t *e);
 /* The same after a counter write that marked CTs ring (a mask) dirty without ringing them
  * (tm_counter_write_quiet): those it cannot step now are rung. */

@@ -1,11 +1,11 @@
 /* ct_step.c: progress by the device's own kernels. A kernel (an SM thread) that waits on a
  * counter, or that has just queued a request or written a trigger, runs the step of its
  * device's CTs when it can take them (try-acquire of each tile's ownership flag and of the
- * link, never blocking), so a
- * ping-pong needs no thread hand-off: the request goes from the queue in trigger memory onto
- * the link, and the answer from the link into the counter, on the waiting SM thread. It reads
- * and writes exactly what the CT thread would (trigger memory, device memory, the link). The CT
- * threads stay the backstop that makes progress when no kernel waits; host threads never step. */
+ * link, never blocking), so a ping-pong needs no thread hand-off: the request goes from the
+ * queue in trigger memory onto the link, and the answer from the link into the counter, on the
+ * waiting SM thread. It reads and writes exactly what the CT thread would (trigger memory,
+ * device memory, the link). The CT threads stay the backstop that makes progress when no kernel
+ * waits; host threads never step. */
 #include "emu/ct_engine/ct_internal.h"
 
 /* A device hung by fault injection does nothing, whoever steps it. */
