@@ -253,6 +253,8 @@ int api_op_fail_now(gice_device_t *d, uint32_t completion, int status);
  * are open, when the last of them closes (ep NULL: release what waits); never once a device
  * was abandoned (api_left.c). Takes api_g.lock. */
 void api_device_bury(fab_ep_t *ep, hbm_t *hbm);
+/* Device gid's trigger memory on this process's NVLink plane (NULL: off it). api_g.lock held. */
+void api_plane_set(uint32_t gid, tm_region_t *tm);
 /* A device was abandoned with a thread stuck in a call that may still return (api_left.c). */
 void api_left_abandoned(void);
 /* Once one was: keep p (a peer's trigger memory, memory, endpoint, or what holds them) to the
