@@ -50,6 +50,13 @@ static int device_abandon(gice_device_t *d, uint64_t held_ns)
 
 	api_left_abandoned(); /* before its peers can go: what it may touch stays */
 	device_unlist(d);
+	/* no endpoint from now on is closed (api_device_bury): their names go now, not their
+	 * regions */
+	fab_shm_unlink_left(d->ep);
+	pthread_mutex_lock(&api_g.lock);
+	for (uint32_t i = 0; i < api_g.n_graves; i++)
+		fab_shm_unlink_left(api_g.graves[i].ep);
+	pthread_mutex_unlock(&api_g.lock);
 	device_stats_keep(d, 0); /* its counters: atomics, read without the link */
 	uint32_t left = smt_abandon(d->smt, gice_now_ns() + wait_ns);
 	left += ct_engine_abandon(d->ct, gice_now_ns() + wait_ns);
@@ -100,6 +107,7 @@ void api_device_bury(fab_ep_t *ep, hbm_t *hbm)
 
 	if (api_left_keep(ep)) { /* graves already kept stay in api_g.graves */
 		api_left_keep(hbm);
+		fab_shm_unlink_left(ep); /* never closed: its name goes (device_abandon) */
 		return;
 	}
 	pthread_mutex_lock(&api_g.lock);

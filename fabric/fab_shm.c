@@ -2,10 +2,12 @@
  * those of a dead process whose pid we now hold make our endpoints fail (EBUSY).
  * fab_shm_remove (fabric.h) removes a pid's regions (launchers and tests clean up after a
  * killed rank); fab_ofi_sweep_stale_shm removes those left under our own pid before this
- * process started (the ofi backend runs it once per process, at its first open). */
+ * process started (the ofi backend runs it once per process, at its first open);
+ * fab_shm_unlink_left unlinks the region of an endpoint left open to the process's exit. */
 #include "fabric/fab_ofi_internal.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -70,4 +72,26 @@ void fab_ofi_sweep_stale_shm(void)
 	if (swept)
 		gice_info("fab", "removed %d shm region(s) /dev/shm/%d:* left by a dead process with our pid", swept,
 			  (int)getpid());
+}
+
+int fab_shm_unlink_left(fab_ep_t *ep)
+{
+	static const char prefix[] = "fi_shm://"; /* the shm provider's address: the region's name */
+	char name[128];
+	size_t len = sizeof(name) - 1;
+
+	if (!ep || strncmp(ep->provider, "shm", 3) || fab_getname(ep, name, &len))
+		return 0;
+	name[GICE_MIN(len, sizeof(name) - 1)] = 0; /* a string; some versions give a larger len */
+	const char *region = name + sizeof(prefix) - 1;
+	if (strncmp(name, prefix, sizeof(prefix) - 1) || !*region || strchr(region, '/'))
+		return 0;
+	if (shm_unlink(region)) {
+		if (errno != ENOENT) /* ENOENT: unlinked already (a second abandoned device) */
+			gice_warn("fab", "endpoint left to the process's exit: shm_unlink of /dev/shm/%s: %s", region,
+				  strerror(errno));
+		return 0;
+	}
+	gice_info("fab", "endpoint left to the process's exit: /dev/shm/%s unlinked (still mapped here)", region);
+	return 1;
 }

@@ -201,6 +201,13 @@ void fab_iface_source(const char *provider, char *text, size_t len);
  * (CLOCK_REALTIME seconds; 0: all of them). Call it only for a pid that is dead (fab_open does
  * it for its own pid's leftovers). Returns how many were removed. */
 int fab_shm_remove(int pid, double before_s);
+/* An endpoint that will never be closed (left to the process's exit with a device whose thread
+ * is stuck in the provider): unlink its shm region's name now, as no close will and the exit
+ * does not, so that the region does not outlive the process in /dev/shm. Whoever maps it keeps
+ * it; a peer that would connect to it from now on finds it gone, as it finds a closed one.
+ * Returns 1 if a region was unlinked, 0 for other providers (they name no region) or if none
+ * was. */
+int fab_shm_unlink_left(fab_ep_t *ep);
 
 /* GICE_FI_PROVIDER, GICE_FAB_IFACE, GICE_FAB_TX_DEPTH, GICE_FAB_RX_DEPTH, GICE_FAULTS (parsed by
  * gice_faults_parse, emu/common/faults.h, and applied by whoever wraps endpoints with fab_fault). */

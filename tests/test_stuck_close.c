@@ -10,7 +10,10 @@
  *   stuck kernel's SM and its stream, which waits for it): the others were stopped; its counters
  *   join the rank's totals (GICE_STATS at gice_finalize) as a closed device's do;
  * - another device of the process still opens, works and closes, gice_finalize returns, and the
- *   process exits with the stuck thread still spinning.
+ *   process exits with the stuck thread still spinning;
+ * - no shm region named after the process is left in /dev/shm: the endpoints that are never
+ *   closed (the abandoned device's, and those kept for what its link may touch, a grave's
+ *   included) have their names unlinked, their regions still mapped.
  * And what such a device's link may touch should its call return after all stays valid (a
  * ThreadSanitizer report: a link that came back kicked a peer's trigger memory that
  * gice_finalize had freed): the trigger memory of a peer device that closes after it is still
@@ -18,6 +21,7 @@
  * rank's, which this process attached, after gice_finalize.
  * Time bounds scale with CK_TIMEOUT_MULTIPLIER (sanitizers). */
 #include <check.h>
+#include <dirent.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -72,9 +76,12 @@ static void loopback_works(gice_device_t *d)
 	ck_assert_int_eq(memcmp(p, (uint8_t *)p + 4096, 4096), 0);
 }
 
+static int shm_named(void);
+static int shm_mapped_unlinked(void);
+
 START_TEST(test_close_returns_with_a_stuck_link)
 {
-	gice_device_attr_t a = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 16u << 20};
+	gice_device_attr_t a = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 16u << 20, .provider = "shm"};
 	gice_device_t *d, *d2;
 	gice_stream_t *s;
 	gice_error_info_t info;
@@ -132,6 +139,11 @@ START_TEST(test_close_returns_with_a_stuck_link)
 	loopback_works(d2);
 	ck_assert_int_eq(gice_device_close(d2), GICE_OK);
 	ck_assert_int_eq(gice_finalize(), GICE_OK);
+	/* neither endpoint was closed (d2's is kept, as the stuck link may touch it), and the exit
+	 * closes none: their regions' names are gone already, the regions still mapped */
+	ck_assert_msg(shm_named() == 0, "%d shm region(s) named after pid %d left in /dev/shm", shm_named(),
+		      (int)getpid());
+	ck_assert_int_eq(shm_mapped_unlinked(), 2);
 }
 END_TEST
 
@@ -166,6 +178,37 @@ static int mapped(const char *target)
 	return found;
 }
 
+/* The shm regions named after this process left in /dev/shm (libfabric's shm: PID:DOMAIN:EP),
+ * and how many of them are still mapped here though unlinked ("(deleted)" in /proc/self/maps). */
+static int shm_named(void)
+{
+	char prefix[24];
+	int n = 0;
+	DIR *dir = opendir("/dev/shm");
+	struct dirent *de;
+
+	snprintf(prefix, sizeof(prefix), "%d:", (int)getpid());
+	while (dir && (de = readdir(dir)))
+		n += !strncmp(de->d_name, prefix, strlen(prefix));
+	if (dir)
+		closedir(dir);
+	return n;
+}
+
+static int shm_mapped_unlinked(void)
+{
+	char line[512], prefix[40];
+	int n = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	snprintf(prefix, sizeof(prefix), "/dev/shm/%d:", (int)getpid());
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, prefix) && strstr(line, "(deleted)");
+	if (f)
+		fclose(f);
+	return n;
+}
+
 /* Hold d's link with a kernel until the device is judged stuck; 0, or -1 if it never is. */
 static int stick(gice_device_t *d, ct_engine_t **e)
 {
@@ -185,8 +228,8 @@ static int stick(gice_device_t *d, ct_engine_t **e)
 
 START_TEST(test_what_a_stuck_link_may_touch_stays)
 {
-	gice_device_attr_t a = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 16u << 20};
-	gice_device_t *d, *peer;
+	gice_device_attr_t a = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 16u << 20, .provider = "shm"};
+	gice_device_t *d, *peer, *early;
 	char buf[16], target[256];
 
 	snprintf(buf, sizeof(buf), "%d", TIMEOUT_MS);
@@ -194,6 +237,11 @@ START_TEST(test_what_a_stuck_link_may_touch_stays)
 	ck_assert_int_eq(gice_init(), GICE_OK);
 	ck_assert_int_eq(gice_device_open(&a, &d), GICE_OK);
 	ck_assert_int_eq(gice_device_open(&a, &peer), GICE_OK); /* wired to d: d's link kicks it */
+	/* closed while the others are open: its endpoint waits for the last of them (a grave),
+	 * and then, d abandoned, for the process's exit */
+	ck_assert_int_eq(gice_device_open(&a, &early), GICE_OK);
+	ck_assert_int_eq(gice_device_close(early), GICE_OK);
+	ck_assert_int_eq(shm_named(), 3);
 	ct_engine_t *e = d->ct;
 	tm_region_t *ptm = e->peers[gice_device_id(peer)].tm;
 	ck_assert_ptr_eq(ptm, peer->tm);
@@ -210,6 +258,8 @@ START_TEST(test_what_a_stuck_link_may_touch_stays)
 	ck_assert_msg(mapped(target), "gice_finalize unmapped %s", target);
 	tm_doorbell_ring(ptm, 0); /* what the link does when its call returns */
 	ck_assert_int_eq(tm_region_fd(ptm), fd);
+	ck_assert_msg(shm_named() == 0, "%d shm region(s) named after pid %d left in /dev/shm", shm_named(),
+		      (int)getpid());
 }
 END_TEST
 
@@ -217,7 +267,7 @@ END_TEST
  * releases: rank 0's link is stuck, rank 1 leaves the job. */
 static int other_rank_rank(int rank, int size)
 {
-	gice_device_attr_t a = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 16u << 20};
+	gice_device_attr_t a = {.n_sms = 2, .n_cts = 2, .hbm_bytes = 16u << 20, .provider = "shm"};
 	gice_device_t *d;
 	char target[256];
 	int one = 1, all[2];
@@ -242,6 +292,7 @@ static int other_rank_rank(int rank, int size)
 	FAILIF(!mapped(target), "gice_finalize unmapped %s under the stuck link", target);
 	tm_doorbell_ring(ptm, 0); /* what the link does when its call returns */
 	FAILIF(tm_region_fd(ptm) != fd, "the region handle changed");
+	FAILIF(shm_named() != 0, "%d shm region(s) named after pid %d left in /dev/shm", shm_named(), (int)getpid());
 	return 0;
 }
 
