@@ -10,7 +10,9 @@
 # is better). Both sides: SIZES (default 8,4096) bytes, WINDOW (default 64) in flight, an ack
 # per window; ITERS messages per size (default: gice-bench's, 20000 up to 64 B, 10000 up to
 # 4 KiB). ROUNDS (default 3) rounds; a failed run shows as n/a. RUN_TIMEOUT (default 300) s per
-# run. Needs mpicc (libopenmpi-dev: installed through install-deps.sh when missing).
+# run. BIND=1 (default) binds both alike (Open MPI's own default binds its 2 ranks, gice's does
+# not), BIND=0 neither: scripts/bench-lib.sh, bind_alike. Needs mpicc (libopenmpi-dev:
+# installed through install-deps.sh when missing).
 set -eu
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -35,14 +37,15 @@ fi
 
 # loopback only, for both libraries
 export FI_TCP_IFACE=lo GICE_PLANE=net
-mpirun=(mpirun --oversubscribe -np 2 --mca pml ob1 --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo)
+. scripts/bench-lib.sh # median, bind_alike
+bind_alike 1
+mpirun=(mpirun --oversubscribe -np 2 --mca pml ob1 --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo
+	"${ompi_bind[@]}")
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 common=(--sizes "$sizes" --window "$window")
 [ -n "$iters" ] && common+=(--iters "$iters")
 mpi_args=(-s "$sizes" -w "$window")
 [ -n "$iters" ] && mpi_args+=(-i "$iters")
-
-median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "n/a"}'; }
 
 # rates OUTPUT: "SIZE MSGS_PER_S" per '# rate S B window W: N msgs/s' line
 rates() { sed 's/^\[[0-9]*\] //' | awk '$1 == "#" && $2 == "rate" { print $3, $(NF-1) }'; }
@@ -61,7 +64,7 @@ for r in $(seq "$rounds"); do
 	done
 done
 
-echo "# message rate, $rounds round(s), window $window, 2 ranks on loopback: medians of messages/s"
+echo "# message rate, $rounds round(s), window $window, 2 ranks on loopback, BIND=$BIND: medians of messages/s"
 printf '%-16s %8s %14s %14s %10s\n' transport bytes gice_msgs/s ompi_msgs/s gice/ompi
 for t in shm tcp; do
 	label="shm/vader"

@@ -4,7 +4,9 @@
 # 8 B one-way latency (gice / fi_pingpong, lower is better) and 1 MiB bandwidth (gice /
 # fi_pingpong, higher is better). Default providers: shm tcp. Loopback only.
 # RANKS=2 runs gice as two processes under gicerun (as fi_pingpong runs), else two devices in
-# one process.
+# one process. BIND=0 (default) binds neither, BIND=1 both alike, a device or a process per CPU
+# (scripts/bench-lib.sh, bind_alike). Bound, gice's tcp 1 MiB lost (0.59-0.82x against
+# 1.09-1.17x unbound, 2026-12-07): a device's CT threads then share its SM thread's core.
 set -eu
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -16,8 +18,10 @@ export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_UDP_IFACE=${FI_UDP_IFACE:-lo}
 # compare transport with transport: without the NVLink plane every byte crosses the provider,
 # as fi_pingpong's do (GICE_PLANE=auto shows what the plane adds on one host)
 export GICE_PLANE=${GICE_PLANE:-net}
-. scripts/bench-lib.sh # median, fipp
+. scripts/bench-lib.sh # median, fipp, bind_alike
+bind_alike 0
 
+echo "# $rounds round(s), RANKS=${RANKS:-1}, BIND=$BIND: medians"
 printf '%-6s %10s %12s %12s %8s\n' provider metric gice fi_pingpong ratio
 for prov in "${@:-shm tcp}"; do
 	for p in $prov; do

@@ -11,10 +11,8 @@
 # medians over ROUNDS (default 3) of p50 latency and busbw, and the ratios gice / ompi (latency:
 # lower is better; busbw: higher is better). SIZES: default 8 B to 64 MiB in steps of 8x (k, m
 # suffixes allowed); ITERS overrides the iterations of both; RUN_TIMEOUT (default 600) s per run.
-# BIND=1 (default) binds both alike — gice GICE_BIND=2 (rank r's device on CPU r mod ncpu), Open
-# MPI --bind-to core:overload-allowed (its default binds 2 ranks but not 4 on 2 cores) — so
-# that neither depends on where the scheduler happens to put two busy threads; BIND=0 binds
-# neither (gice's and, for more ranks than cores, Open MPI's default).
+# BIND=1 (default) binds both alike, BIND=0 neither (gice's and, for more ranks than cores, Open
+# MPI's default): scripts/bench-lib.sh, bind_alike.
 set -eu
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -36,20 +34,14 @@ if [ ! -x "$mpi_ar" ] || [ scripts/mpi_allreduce.c -nt "$mpi_ar" ]; then
 	mpicc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -o "$mpi_ar" scripts/mpi_allreduce.c
 fi
 
-mpirun=(mpirun --oversubscribe --mca pml ob1 --mca btl self,vader --mca oob_tcp_if_include lo)
-if [ "${BIND:-1}" = 1 ]; then
-	export GICE_BIND=2
-	mpirun+=(--bind-to core:overload-allowed)
-else
-	export GICE_BIND=0
-	mpirun+=(--bind-to none)
-fi
+. scripts/bench-lib.sh # median, bind_alike
+bind_alike 1
+mpirun=(mpirun --oversubscribe --mca pml ob1 --mca btl self,vader --mca oob_tcp_if_include lo "${ompi_bind[@]}")
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 gargs=(allreduce --csv --sizes "$sizes")
 margs=(-s "$sizes")
 [ -n "$iters" ] && gargs+=(--iters "$iters") && margs+=(-i "$iters")
 
-median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "n/a"}'; }
 # rows OUTPUT: "BYTES P50 BUSBW" per allreduce CSV row
 rows() { sed 's/^\[[0-9]*\] //' | awk -F, '$1 == "allreduce" && NF == 9 { print $4, $6, $9 }'; }
 
@@ -66,7 +58,7 @@ for r in $(seq "$rounds"); do
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a != "n/a" && b != "n/a" && b > 0) printf "%.2fx", a/b; else print "n/a" }'; }
-echo "# allreduce (float32 sum), $rounds round(s), medians; gice shm + NVLink plane, ompi ob1 vader; BIND=${BIND:-1}"
+echo "# allreduce (float32 sum), $rounds round(s), medians; gice shm + NVLink plane, ompi ob1 vader; BIND=$BIND"
 printf '%5s %9s %11s %11s %9s %12s %12s %9s\n' ranks bytes gice_p50_us ompi_p50_us lat_ratio gice_busbw ompi_busbw bw_ratio
 for n in $ranks; do
 	for b in ${sizes//,/ }; do
