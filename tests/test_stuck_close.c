@@ -160,23 +160,26 @@ static int fd_target(int fd, char *target, size_t size)
 	return 0;
 }
 
-/* Whether target is mapped in this process (a line of /proc/self/maps ends with it). */
-static int mapped(const char *target)
+/* Lines of /proc/self/maps that contain has (NULL: any) and end with tail. */
+static int maps_lines(const char *has, const char *tail)
 {
 	char line[512];
-	int found = 0;
+	int n = 0;
+	size_t tl = strlen(tail);
 	FILE *f = fopen("/proc/self/maps", "r");
 
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f)) {
+	while (f && fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = 0;
-		size_t len = strlen(line), tl = strlen(target);
-		found = len >= tl && !strcmp(line + len - tl, target);
+		size_t len = strlen(line);
+		n += (!has || strstr(line, has)) && len >= tl && !strcmp(line + len - tl, tail);
 	}
-	fclose(f);
-	return found;
+	if (f)
+		fclose(f);
+	return n;
 }
+
+/* Whether target is mapped in this process (a line of /proc/self/maps ends with it). */
+static int mapped(const char *target) { return maps_lines(NULL, target) > 0; }
 
 /* The shm regions named after this process left in /dev/shm (libfabric's shm: PID:DOMAIN:EP),
  * and how many of them are still mapped here though unlinked ("(deleted)" in /proc/self/maps). */
@@ -197,16 +200,10 @@ static int shm_named(void)
 
 static int shm_mapped_unlinked(void)
 {
-	char line[512], prefix[40];
-	int n = 0;
-	FILE *f = fopen("/proc/self/maps", "r");
+	char prefix[40];
 
 	snprintf(prefix, sizeof(prefix), "/dev/shm/%d:", (int)getpid());
-	while (f && fgets(line, sizeof(line), f))
-		n += strstr(line, prefix) && strstr(line, "(deleted)");
-	if (f)
-		fclose(f);
-	return n;
+	return maps_lines(prefix, "(deleted)");
 }
 
 /* Hold d's link with a kernel until the device is judged stuck; 0, or -1 if it never is. */
